@@ -1,0 +1,241 @@
+// Package admission serves mutate.Decide as a Kubernetes mutating admission
+// webhook: an AdmissionReview in, the decision's JSON patch out. It is thin
+// plumbing: every decision about an MPIJob is made in package mutate.
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+)
+
+// Path is where the webhook is served.
+const Path = "/mutate-mpijob"
+
+// MaxRequestBytes bounds a request body. The API server sends objects of at
+// most about 3 MiB, and a review holds the object, the old object on an
+// update, and a little more; a larger body is refused unread with 413.
+const MaxRequestBytes = 8 << 20
+
+// RequestTimeout bounds reading a request and writing its response.
+const RequestTimeout = 10 * time.Second
+
+// MPIJob's group and kind, and the versions whose worker containers sit at
+// the path package mutate patches.
+const (
+	mpiJobGroup = "kubeflow.org"
+	mpiJobKind  = "MPIJob"
+)
+
+var mpiJobVersions = []string{"v1", "v2beta1"}
+
+// Handler is the webhook's http.Handler.
+type Handler struct {
+	// Options are the decision's settings.
+	Options mutate.Options
+	// Observe, when set, is called with every decision, for metrics.
+	Observe func(mutate.Decision)
+}
+
+// review is the part of an admission.k8s.io/v1 AdmissionReview the handler
+// reads. The object is decoded straight into mutate.Job in the same pass, so
+// the fields the webhook does not read are skipped and never copied.
+type review struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Request    *request `json:"request"`
+}
+
+type request struct {
+	UID       types.UID               `json:"uid"`
+	Kind      metav1.GroupVersionKind `json:"kind"`
+	Namespace string                  `json:"namespace"`
+	Name      string                  `json:"name"`
+	Operation admissionv1.Operation   `json:"operation"`
+	DryRun    *bool                   `json:"dryRun"`
+	Object    *mutate.Job             `json:"object"`
+}
+
+// BadRequestError is a body that is not an AdmissionReview the handler can
+// answer; it is answered with HTTP 400 and no review.
+type BadRequestError struct{ Reason string }
+
+func (e *BadRequestError) Error() string { return e.Reason }
+
+func badRequest(format string, args ...any) error {
+	return &BadRequestError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// ServeHTTP reads one AdmissionReview, bounded in size and time, and answers it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(RequestTimeout)
+	_ = rc.SetReadDeadline(deadline) // not every ResponseWriter supports deadlines; the server's own still hold
+	_ = rc.SetWriteDeadline(deadline)
+
+	if r.Method != http.MethodPost {
+		http.Error(w, "only POST is served", http.StatusMethodNotAllowed)
+		return
+	}
+	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
+		http.Error(w, fmt.Sprintf("Content-Type is %q; expected application/json", r.Header.Get("Content-Type")),
+			http.StatusUnsupportedMediaType)
+		return
+	}
+	if r.ContentLength > MaxRequestBytes {
+		http.Error(w, fmt.Sprintf("the body is %d bytes, more than the %d served", r.ContentLength, MaxRequestBytes),
+			http.StatusRequestEntityTooLarge)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			http.Error(w, fmt.Sprintf("the body is more than the %d bytes served", MaxRequestBytes),
+				http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	response, err := h.Admit(r.Context(), body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(response)
+}
+
+// Admit answers one AdmissionReview: the request's body in, the response's
+// body out. It returns a *BadRequestError for a body it cannot answer.
+func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
+	var rev review
+	var objectErr error
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &rev); err != nil {
+		if isSyntax, offset := kjson.SyntaxErrorOffset(err); isSyntax {
+			return nil, badRequest("the body is not JSON: %v (at byte %d)", err, offset)
+		}
+		// A field of the wrong type. Outside the object it is a broken review;
+		// inside, the API server's validation will refuse the object itself.
+		var outer struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Request    *struct {
+				request
+				Object json.RawMessage `json:"object"`
+			} `json:"request"`
+		}
+		if kjson.UnmarshalCaseSensitivePreserveInts(body, &outer) != nil {
+			return nil, badRequest("the body is not an AdmissionReview: %v", err)
+		}
+		objectErr = err
+	}
+	if rev.APIVersion != admissionv1.SchemeGroupVersion.String() || rev.Kind != "AdmissionReview" {
+		return nil, badRequest("the body is apiVersion %q kind %q; expected an AdmissionReview of %s",
+			rev.APIVersion, rev.Kind, admissionv1.SchemeGroupVersion)
+	}
+	req := rev.Request
+	if req == nil {
+		return nil, badRequest("the AdmissionReview has no request")
+	}
+	if req.UID == "" {
+		return nil, badRequest("the AdmissionReview's request has no uid")
+	}
+
+	log := logf.FromContext(ctx).WithValues("uid", req.UID, "namespace", req.Namespace, "name", objectName(req))
+	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	switch {
+	case req.Kind.Group != mpiJobGroup || req.Kind.Kind != mpiJobKind || !contains(mpiJobVersions, req.Kind.Version):
+		log.V(1).Info("not an MPIJob: allowed unchanged", "kind", req.Kind)
+	case req.Operation != admissionv1.Create:
+		log.V(1).Info("not a create: allowed unchanged", "operation", req.Operation)
+	case objectErr != nil:
+		resp.Warnings = []string{"the MPIJob could not be read, so no worker command was injected: " + objectErr.Error()}
+		log.Info("unreadable MPIJob: allowed unchanged", "error", objectErr.Error())
+	case req.Object == nil:
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
+			Message: "the AdmissionReview's request has no object to create"}
+	case req.Object.Kind != req.Kind.Kind || req.Object.APIVersion != req.Kind.Group+"/"+req.Kind.Version:
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
+			Message: fmt.Sprintf("the object is apiVersion %q kind %q, but the request is for %s",
+				req.Object.APIVersion, req.Object.Kind, req.Kind)}
+	default:
+		d := mutate.Decide(req.Object, h.Options)
+		if err := respond(resp, d); err != nil {
+			return nil, err
+		}
+		if h.Observe != nil {
+			h.Observe(d)
+		}
+		logDecision(log, d, req.DryRun)
+	}
+	return json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Response: resp,
+	})
+}
+
+// respond writes decision d into resp.
+func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
+	resp.Warnings = d.Warnings
+	switch d.Outcome {
+	case mutate.OutcomeDeniedInvalid:
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonInvalid, Message: d.Err.Error()}
+	case mutate.OutcomeMutated:
+		patch, err := json.Marshal(d.Patch)
+		if err != nil {
+			return fmt.Errorf("encoding the patch: %w", err)
+		}
+		patchType := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &patchType
+	}
+	return nil
+}
+
+func logDecision(log interface {
+	Info(string, ...any)
+}, d mutate.Decision, dryRun *bool) {
+	kv := []any{"outcome", d.Outcome, "source", d.Source, "container", d.ContainerName}
+	if dryRun != nil && *dryRun {
+		kv = append(kv, "dryRun", true)
+	}
+	if d.Err != nil {
+		kv = append(kv, "reason", d.Err.Error())
+	}
+	if len(d.Warnings) > 0 {
+		kv = append(kv, "warnings", d.Warnings)
+	}
+	log.Info("decision", kv...)
+}
+
+func objectName(req *request) string {
+	if req.Name != "" || req.Object == nil {
+		return req.Name
+	}
+	return req.Object.Metadata.Name
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

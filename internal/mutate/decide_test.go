@@ -1,0 +1,410 @@
+package mutate
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+
+	kubeflowmpi "github.com/flyteorg/flyteidl/gen/pb-go/flyteidl/plugins/kubeflow"
+	"github.com/google/go-cmp/cmp"
+	"gomodules.xyz/jsonpatch/v2"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+var sshd = []string{"/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"}
+
+const (
+	// flytekitCustom is the custom flytekit writes for a Horovod task (task_type_version 1).
+	flytekitCustom  = `{"workerReplicas":{"replicas":2,"resources":{},"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcherReplicas":{"replicas":1,"resources":{}},"runPolicy":{},"slots":1}`
+	snakeCaseCustom = `{"worker_replicas":{"replicas":2,"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcher_replicas":{"replicas":1},"slots":1}`
+	// newerCustom has fields flyteidl 1.14 added (workerReplicas.common) and some no flyteidl has.
+	newerCustom         = `{"workerReplicas":{"common":{"replicas":2,"restartPolicy":"RESTART_POLICY_NEVER"},"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcherReplicas":{"common":{"replicas":1}},"futureField":{"x":[1,2]},"slots":1}`
+	legacyCustom        = `{"numWorkers":2,"numLauncherReplicas":1,"slots":1}`
+	noCommandCustom     = `{"workerReplicas":{"replicas":2},"launcherReplicas":{"replicas":1},"slots":1}`
+	flytekitSpecCommand = "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"
+)
+
+func binaryCustom(t testing.TB, command ...string) string {
+	t.Helper()
+	b, err := proto.Marshal(protoadapt.MessageV2Of(&kubeflowmpi.DistributedMPITrainingTask{
+		WorkerReplicas:   &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 2, Command: command},
+		LauncherReplicas: &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 1},
+		Slots:            1,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// sshdPatch is the patch that makes container i of a Flyte worker run sshd,
+// the worker carrying args and the job carrying annotations.
+func sshdPatch(i string, source Source) []jsonpatch.Operation {
+	c := "/spec/mpiReplicaSpecs/Worker/template/spec/containers/" + i
+	return []jsonpatch.Operation{
+		{Operation: "add", Path: c + "/command", Value: sshd},
+		{Operation: "remove", Path: c + "/args"},
+		{Operation: "add", Path: "/metadata/annotations/mpi.flyte.org~1worker-command-source", Value: string(source)},
+	}
+}
+
+func TestDecide(t *testing.T) {
+	type result struct {
+		Outcome       Outcome
+		Source        Source
+		Container     int
+		ContainerName string
+		Command, Args []string
+		Warnings      []string
+		Err           string
+		Patch         []jsonpatch.Operation
+	}
+	mutated := func(source Source) result {
+		return result{Outcome: OutcomeMutated, Source: source, Container: 0, ContainerName: "mpi", Command: sshd,
+			Patch: sshdPatch("0", source)}
+	}
+	unchangedNoCommand := result{Outcome: OutcomeUnchanged, Container: -1}
+	denied := func(msg string) result { return result{Outcome: OutcomeDeniedInvalid, Container: -1, Err: msg} }
+
+	cases := map[string]struct {
+		job  *Job
+		opts func(*Options)
+		want result
+	}{
+		"flytekit's camelCase custom": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"snake_case custom": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, snakeCaseCustom).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"fields this flyteidl does not know are ignored": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, newerCustom).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"an enum value this flyteidl does not know is ignored": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"restartPolicy":"RESTART_POLICY_SOMETIMES","command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]}}`).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"base64 binary protobuf custom": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, binaryCustom(t, sshd...)).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"custom with surrounding blanks": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, "\n  "+flytekitCustom+"\n").obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"type version 1 given": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				annotation(AnnotationTaskTypeVersion, "1").obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"legacy custom with worker-spec-command": {
+			job: flyteJob().annotation(AnnotationTaskCustom, legacyCustom).
+				annotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: mutated(SourceWorkerSpecCommand),
+		},
+		"legacy custom with type version 0": {
+			job: flyteJob().annotation(AnnotationTaskCustom, legacyCustom).annotation(AnnotationTaskTypeVersion, "0").
+				annotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: mutated(SourceWorkerSpecCommand),
+		},
+		"type version 0 reads no command even from a kubeflow custom": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).annotation(AnnotationTaskTypeVersion, "0").obj(),
+			want: unchangedNoCommand,
+		},
+		"legacy custom alone carries no command": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, legacyCustom).obj(),
+			want: unchangedNoCommand,
+		},
+		"worker-spec-command split as a shell would, not on single spaces": {
+			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, "  /usr/sbin/sshd  -De -f\t'/home/jobuser/.sshd_config'  ").obj(),
+			want: mutated(SourceWorkerSpecCommand),
+		},
+		"a command in the custom wins over worker-spec-command": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				annotation(AnnotationWorkerSpecCommand, "/bin/other").obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"a custom without a command leaves it to worker-spec-command": {
+			job: flyteJob().annotation(AnnotationTaskCustom, noCommandCustom).
+				annotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: mutated(SourceWorkerSpecCommand),
+		},
+		"an empty command in the custom leaves it to worker-spec-command": {
+			job: flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":[]}}`).
+				annotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: mutated(SourceWorkerSpecCommand),
+		},
+		"fallback when no annotation gives a command": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, noCommandCustom).obj(),
+			opts: func(o *Options) { o.FallbackCommand = sshd },
+			want: mutated(SourceFallback),
+		},
+		"fallback for a Flyte job without annotations": {
+			job:  flyteJob().obj(),
+			opts: func(o *Options) { o.FallbackCommand = sshd },
+			want: result{Outcome: OutcomeMutated, Source: SourceFallback, ContainerName: "mpi", Command: sshd,
+				Patch: append(sshdPatch("0", SourceFallback)[:2], jsonpatch.Operation{
+					Operation: "add", Path: "/metadata/annotations",
+					Value: map[string]string{AnnotationWorkerCommandSource: string(SourceFallback)},
+				})},
+		},
+		"annotations only on the worker pod template": {
+			job: flyteJob().workerAnnotation(AnnotationTaskCustom, legacyCustom).
+				workerAnnotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: result{Outcome: OutcomeMutated, Source: SourceWorkerSpecCommand, ContainerName: "mpi", Command: sshd,
+				Patch: append(sshdPatch("0", SourceWorkerSpecCommand)[:2], jsonpatch.Operation{
+					Operation: "add", Path: "/metadata/annotations",
+					Value: map[string]string{AnnotationWorkerCommandSource: string(SourceWorkerSpecCommand)},
+				})},
+		},
+		"the job's annotation wins over the worker template's": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				workerAnnotation(AnnotationTaskCustom, "not even JSON").obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"keys are looked up one by one": {
+			job: flyteJob().annotation(AnnotationTaskCustom, legacyCustom).
+				workerAnnotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: mutated(SourceWorkerSpecCommand),
+		},
+		"inject as args, Flyte's PR #341": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj(),
+			opts: func(o *Options) { o.InjectAs = InjectArgs },
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Args: sshd,
+				Patch: []jsonpatch.Operation{
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: sshd},
+					{Operation: "add", Path: "/metadata/annotations/mpi.flyte.org~1worker-command-source", Value: "task-custom"},
+				}},
+		},
+		"inject split": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj(),
+			opts: func(o *Options) { o.InjectAs = InjectSplit },
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi",
+				Command: sshd[:1], Args: sshd[1:],
+				Patch: []jsonpatch.Operation{
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/command", Value: sshd[:1]},
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: sshd[1:]},
+					{Operation: "add", Path: "/metadata/annotations/mpi.flyte.org~1worker-command-source", Value: "task-custom"},
+				}},
+		},
+		"inject split of a one-word command removes args": {
+			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, "/usr/sbin/sshd").obj(),
+			opts: func(o *Options) { o.InjectAs = InjectSplit },
+			want: result{Outcome: OutcomeMutated, Source: SourceWorkerSpecCommand, ContainerName: "mpi",
+				Command: []string{"/usr/sbin/sshd"},
+				Patch: []jsonpatch.Operation{
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/command", Value: []string{"/usr/sbin/sshd"}},
+					{Operation: "remove", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args"},
+					{Operation: "add", Path: "/metadata/annotations/mpi.flyte.org~1worker-command-source", Value: "worker-spec-command"},
+				}},
+		},
+		"a container that already runs the command is left alone": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				containers(Container{Name: "mpi", Command: words(sshd...)}).obj(),
+			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd},
+		},
+		"an empty args list counts as no args": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				containers(Container{Name: "mpi", Command: words(sshd...), Args: words()}).obj(),
+			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd},
+		},
+		"the right command with stray args: only args go": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				containers(Container{Name: "mpi", Command: words(sshd...), Args: words("x")}).obj(),
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd,
+				Patch: sshdPatch("0", SourceTaskCustom)[1:]},
+		},
+		"the container named mpi, not the sidecar before it": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				containers(Container{Name: "sidecar", Args: words("proxy")}, Container{Name: "mpi", Args: words(taskArgs...)}).obj(),
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, Container: 1, ContainerName: "mpi", Command: sshd,
+				Patch: sshdPatch("1", SourceTaskCustom)},
+		},
+		"the first container when none has the name": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				containers(Container{Name: "main", Args: words(taskArgs...)}, Container{Name: "sidecar"}).obj(),
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "main", Command: sshd,
+				Patch: sshdPatch("0", SourceTaskCustom)},
+		},
+		"--container-name": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				containers(Container{Name: "mpi"}, Container{Name: "horovod", Args: words(taskArgs...)}).obj(),
+			opts: func(o *Options) { o.ContainerName = "horovod" },
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, Container: 1, ContainerName: "horovod",
+				Command: sshd, Patch: sshdPatch("1", SourceTaskCustom)},
+		},
+		"duplicate container names: the first, with a warning": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				containers(Container{Name: "mpi", Args: words(taskArgs...)}, Container{Name: "mpi"}).obj(),
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd,
+				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers: 2 containers are named "mpi"; the first of them was patched`},
+				Patch:    sshdPatch("0", SourceTaskCustom)},
+		},
+		"no Worker replica: unchanged, with a warning": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).noWorker().obj(),
+			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, Container: -1,
+				Warnings: []string{"spec.mpiReplicaSpecs.Worker: missing, so the worker command from task-custom was not injected"}},
+		},
+		"a Worker without containers: unchanged, with a warning": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).containers().obj(),
+			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, Container: -1,
+				Warnings: []string{"spec.mpiReplicaSpecs.Worker.template.spec.containers: no containers, so the worker command from task-custom was not injected"}},
+		},
+		"not a Flyte task: skipped, annotation or not": {
+			job:  flyteJob().labels(map[string]string{"app": "horovod"}).annotation(AnnotationTaskCustom, "garbage").obj(),
+			want: result{Outcome: OutcomeSkippedNotFlyte, Container: -1},
+		},
+		"one Flyte label is not enough": {
+			job:  flyteJob().labels(map[string]string{"execution-id": "x"}).annotation(AnnotationTaskCustom, flytekitCustom).obj(),
+			want: result{Outcome: OutcomeSkippedNotFlyte, Container: -1},
+		},
+		"--flyte-task-selector": {
+			job: flyteJob().labels(map[string]string{"team": "ml"}).annotation(AnnotationTaskCustom, flytekitCustom).obj(),
+			opts: func(o *Options) {
+				o.FlyteTaskSelector = labels.SelectorFromSet(labels.Set{"team": "ml"})
+			},
+			want: mutated(SourceTaskCustom),
+		},
+		"a Flyte job without annotations: unchanged": {
+			job:  flyteJob().obj(),
+			want: unchangedNoCommand,
+		},
+		"64 KiB of custom is accepted": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, padJSON(flytekitCustom, MaxAnnotationBytes)).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"an empty worker-spec-command is no command": {
+			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, "  ").obj(),
+			want: unchangedNoCommand,
+		},
+
+		// Invalid annotations.
+		"custom not JSON": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, "{workerReplicas:").obj(),
+			want: denied("mpi.flyte.org/task-custom: invalid JSON: invalid character 'w' looking for beginning of object key string"),
+		},
+		"custom neither JSON nor base64": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, "sshd -De").obj(),
+			want: denied("mpi.flyte.org/task-custom: is neither a JSON object nor standard base64: illegal base64 data at input byte 4"),
+		},
+		"custom is garbage protobuf": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, base64.StdEncoding.EncodeToString([]byte{0x0a, 0xff, 0xff})).obj(),
+			want: denied("mpi.flyte.org/task-custom: base64 protobuf of flyteidl.plugins.kubeflow.DistributedMPITrainingTask: proto: cannot parse invalid wire-format data"),
+		},
+		"custom command is a string": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":"/usr/sbin/sshd -De"}}`).obj(),
+			want: denied("mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings"),
+		},
+		"custom command holds a number": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"worker_replicas":{"command":["sshd",1]}}`).obj(),
+			want: denied("mpi.flyte.org/task-custom: worker_replicas.command[1]: expected a string"),
+		},
+		"custom replicas is not a number": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"replicas":"two"}}`).obj(),
+			want: denied("mpi.flyte.org/task-custom: workerReplicas.replicas: expected a number"),
+		},
+		"custom workerReplicas is a list": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":[]}`).obj(),
+			want: denied("mpi.flyte.org/task-custom: workerReplicas: expected an object"),
+		},
+		"legacy custom with a wrong type": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"numWorkers":true}`).obj(),
+			want: denied("mpi.flyte.org/task-custom: numWorkers: expected a number"),
+		},
+		"custom is empty": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, " ").obj(),
+			want: denied("mpi.flyte.org/task-custom: is empty; expected the task custom as JSON or as base64 protobuf"),
+		},
+		"custom over 64 KiB": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, padJSON(flytekitCustom, MaxAnnotationBytes+1)).obj(),
+			want: denied("mpi.flyte.org/task-custom: is 65537 bytes, more than the 65536 allowed"),
+		},
+		"custom command with an empty program name": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":["","-De"]}}`).obj(),
+			want: denied("mpi.flyte.org/task-custom: the program name (the first word) is empty"),
+		},
+		"custom command with a NUL byte": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":["sshd","-f\u0000x"]}}`).obj(),
+			want: denied("mpi.flyte.org/task-custom: word 1 contains a NUL byte"),
+		},
+		"type version 7": {
+			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
+				annotation(AnnotationTaskTypeVersion, "7").obj(),
+			want: denied(`mpi.flyte.org/task-type-version: "7" is not a task type version of Flyte's MPI task; expected "0" or "1"`),
+		},
+		"an invalid custom denies even when worker-spec-command is fine": {
+			job: flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":"x"}}`).
+				annotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: denied("mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings"),
+		},
+		"worker-spec-command with an unterminated quote": {
+			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, `/usr/sbin/sshd -f '/home/jobuser`).obj(),
+			want: denied(`mpi.flyte.org/worker-spec-command: "/usr/sbin/sshd -f '/home/jobuser" is not a valid command line (an unterminated quote or an unquoted parenthesis): invalid command line string`),
+		},
+		"worker-spec-command with a shell operator": {
+			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, `/usr/sbin/sshd -De; sleep 1`).obj(),
+			want: denied(`mpi.flyte.org/worker-spec-command: "/usr/sbin/sshd -De; sleep 1" has the shell operator ';' at byte 18; no shell runs the worker command, so quote it`),
+		},
+		"worker-spec-command over 64 KiB": {
+			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, "sshd "+strings.Repeat("x", MaxAnnotationBytes)).obj(),
+			want: denied("mpi.flyte.org/worker-spec-command: is 65541 bytes, more than the 65536 allowed"),
+		},
+		"an invalid annotation on the worker template denies too": {
+			job:  flyteJob().workerAnnotation(AnnotationTaskCustom, "{").obj(),
+			want: denied("mpi.flyte.org/task-custom: invalid JSON: unexpected end of JSON input"),
+		},
+		"--on-invalid=warn admits unchanged, with the reason": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":"x"}}`).obj(),
+			opts: func(o *Options) { o.OnInvalid = InvalidWarn },
+			want: result{Outcome: OutcomeWarnedInvalid, Container: -1,
+				Err:      "mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings",
+				Warnings: []string{"mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings; the MPIJob was admitted unchanged"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			opts := DefaultOptions()
+			if tc.opts != nil {
+				tc.opts(&opts)
+			}
+			d := Decide(tc.job, opts)
+			got := result{Outcome: d.Outcome, Source: d.Source, Container: d.Container, ContainerName: d.ContainerName,
+				Command: d.Command, Args: d.Args, Warnings: d.Warnings, Patch: d.Patch}
+			if d.Err != nil {
+				// protobuf's messages vary their spaces on purpose, so that no one matches them exactly
+				got.Err = strings.ReplaceAll(d.Err.Error(), "\u00a0", " ")
+				var annotationErr *AnnotationError
+				if !errors.As(d.Err, &annotationErr) {
+					t.Errorf("Err is a %T, want an *AnnotationError", d.Err)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Decide() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// padJSON pads a JSON object with blanks to exactly n bytes.
+func padJSON(object string, n int) string {
+	return object[:len(object)-1] + strings.Repeat(" ", n-len(object)) + "}"
+}
+
+func TestDecideDoesNotChangeTheJob(t *testing.T) {
+	job := flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj()
+	before := *job
+	beforeArgs := append([]string(nil), job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[0].Args.Values...)
+	Decide(job, DefaultOptions())
+	if diff := cmp.Diff(before.Metadata, job.Metadata); diff != "" {
+		t.Errorf("metadata changed (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(beforeArgs, job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[0].Args.Values); diff != "" {
+		t.Errorf("args changed (-before +after):\n%s", diff)
+	}
+}

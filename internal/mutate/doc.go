@@ -1,0 +1,19 @@
+// Package mutate decides which command the worker of a Flyte MPIJob runs.
+//
+// It is the whole of the webhook's logic and has no client, no HTTP and no
+// global state: Decide takes the parts of an MPIJob it reads (a Job, decoded
+// from kubeflow.org/v1 or v2beta1, which share the paths involved) and the
+// Options, and returns a Decision that carries the JSON patch to apply. The
+// admission handler, the preview command and the tests all call Decide, so
+// what a user previews is what the server does.
+//
+// The worker command comes from, in order of precedence:
+//  1. workerReplicas.command in the task custom serialized into the
+//     annotation mpi.flyte.org/task-custom (flytekit's task_type_version 1);
+//  2. the legacy task-config value worker_spec_command, in the annotation
+//     mpi.flyte.org/worker-spec-command, split into words as a shell would;
+//  3. Options.FallbackCommand.
+//
+// Each annotation is read from the MPIJob's metadata and, where the key is
+// absent there, from the Worker pod template's metadata.
+package mutate

@@ -1,0 +1,82 @@
+// Package server assembles the webhook: a controller-runtime manager that
+// serves the admission handler over TLS, health probes and metrics. The
+// binary and the envtest suites both build it with New, so the tests run the
+// same server a cluster does.
+package server
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+)
+
+// Config is the server's settings, one per flag of cmd/webhook.
+type Config struct {
+	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
+	CertDir string
+	// Host and Port are where the webhook listens; an empty Host means every interface.
+	Host string
+	Port int
+	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
+	HealthProbeBindAddress string
+	// EnableHTTP2 serves HTTP/2, which is off by default (CVE-2023-44487, Rapid Reset).
+	EnableHTTP2 bool
+	// Mutate are the decision's settings.
+	Mutate mutate.Options
+}
+
+// DefaultConfig returns the configuration the binary runs with when no flag is given.
+func DefaultConfig() Config {
+	return Config{
+		Port:                   webhook.DefaultPort,
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		Mutate:                 mutate.DefaultOptions(),
+	}
+}
+
+// New builds the manager that serves the webhook. Start it to serve.
+func New(cfg Config) (manager.Manager, error) {
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
+	if !cfg.EnableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	webhookServer := webhook.NewServer(webhook.Options{
+		Host:    cfg.Host,
+		Port:    cfg.Port,
+		CertDir: cfg.CertDir,
+		TLSOpts: tlsOpts,
+	})
+	// The webhook reads nothing from the API server, so it runs without a
+	// kubeconfig and without RBAC: the manager gets an empty client config,
+	// which nothing ever uses, and no leader election.
+	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress, TLSOpts: tlsOpts},
+		HealthProbeBindAddress: cfg.HealthProbeBindAddress,
+		WebhookServer:          webhookServer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
+	mgr.GetWebhookServer().Register(admission.Path, &admission.Handler{Options: cfg.Mutate})
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the health check: %w", err)
+	}
+	// Ready only once the webhook serves TLS, so no request reaches a pod that cannot answer it.
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	}
+	return mgr, nil
+}
