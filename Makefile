@@ -29,6 +29,12 @@ all: build
 help: ## Display this help.
 	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
 
+##@ Quickstart
+
+.PHONY: demo
+demo: ## Watch the webhook fix Flyte Horovod jobs on a local API server (no cluster, no Docker).
+	@$(ENVTEST_ENV) $(GO) run ./hack/demo
+
 ##@ Development
 
 .PHONY: fmt

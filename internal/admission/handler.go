@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -46,7 +47,7 @@ var mpiJobVersions = []string{"v1", "v2beta1"}
 type Handler struct {
 	// Options are the decision's settings.
 	Options mutate.Options
-	// Observe, when set, is called with every decision, for metrics.
+	// Observe, when set, is called with the decision on every review answered, for metrics.
 	Observe func(mutate.Decision)
 }
 
@@ -157,32 +158,32 @@ func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
 
 	log := logf.FromContext(ctx).WithValues("uid", req.UID, "namespace", req.Namespace, "name", objectName(req))
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	d := mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Container: -1}
 	switch {
-	case req.Kind.Group != mpiJobGroup || req.Kind.Kind != mpiJobKind || !contains(mpiJobVersions, req.Kind.Version):
+	case req.Kind.Group != mpiJobGroup || req.Kind.Kind != mpiJobKind || !slices.Contains(mpiJobVersions, req.Kind.Version):
 		log.V(1).Info("not an MPIJob: allowed unchanged", "kind", req.Kind)
 	case req.Operation != admissionv1.Create:
 		log.V(1).Info("not a create: allowed unchanged", "operation", req.Operation)
 	case objectErr != nil:
+		d.Outcome = mutate.OutcomeUnchanged
 		resp.Warnings = []string{"the MPIJob could not be read, so no worker command was injected: " + objectErr.Error()}
 		log.Info("unreadable MPIJob: allowed unchanged", "error", objectErr.Error())
 	case req.Object == nil:
-		resp.Allowed = false
-		resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
-			Message: "the AdmissionReview's request has no object to create"}
+		d.Outcome = mutate.OutcomeDeniedInvalid
+		deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, "the AdmissionReview's request has no object to create")
 	case req.Object.Kind != req.Kind.Kind || req.Object.APIVersion != req.Kind.Group+"/"+req.Kind.Version:
-		resp.Allowed = false
-		resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
-			Message: fmt.Sprintf("the object is apiVersion %q kind %q, but the request is for %s",
-				req.Object.APIVersion, req.Object.Kind, req.Kind)}
+		d.Outcome = mutate.OutcomeDeniedInvalid
+		deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf(
+			"the object is apiVersion %q kind %q, but the request is for %s", req.Object.APIVersion, req.Object.Kind, req.Kind))
 	default:
-		d := mutate.Decide(req.Object, h.Options)
+		d = mutate.Decide(req.Object, h.Options)
 		if err := respond(resp, d); err != nil {
 			return nil, err
 		}
-		if h.Observe != nil {
-			h.Observe(d)
-		}
 		logDecision(log, d, req.DryRun)
+	}
+	if h.Observe != nil {
+		h.Observe(d)
 	}
 	return json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
@@ -195,8 +196,7 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 	resp.Warnings = d.Warnings
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
-		resp.Allowed = false
-		resp.Result = &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonInvalid, Message: d.Err.Error()}
+		deny(resp, http.StatusForbidden, metav1.StatusReasonInvalid, d.Err.Error())
 	case mutate.OutcomeMutated:
 		patch, err := json.Marshal(d.Patch)
 		if err != nil {
@@ -206,6 +206,11 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 		resp.Patch, resp.PatchType = patch, &patchType
 	}
 	return nil
+}
+
+func deny(resp *admissionv1.AdmissionResponse, code int32, reason metav1.StatusReason, message string) {
+	resp.Allowed = false
+	resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: message}
 }
 
 func logDecision(log interface {
@@ -229,13 +234,4 @@ func objectName(req *request) string {
 		return req.Name
 	}
 	return req.Object.Metadata.Name
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -70,7 +70,7 @@ func New(cfg Config) (manager.Manager, error) {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
-	mgr.GetWebhookServer().Register(admission.Path, &admission.Handler{Options: cfg.Mutate})
+	mgr.GetWebhookServer().Register(admission.Path, &admission.Handler{Options: cfg.Mutate, Observe: observeDecision})
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)
 	}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/annotate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+)
+
+// errDenied is a preview whose MPIJob the server would reject; the reason is already printed.
+var errDenied = errors.New("denied")
+
+// runPreview prints an MPIJob as the webhook would store it. It sends the job
+// through the server's own handler, so the preview cannot drift from it.
+func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("preview", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: webhook preview -f FILE [decision flags]\n\n"+
+			"Prints the MPIJob in FILE (YAML or JSON, kubeflow.org/v1 or v2beta1; - reads standard input)\n"+
+			"as the webhook would store it, and the decision on standard error.")
+		fs.PrintDefaults()
+	}
+	file := fs.String("f", "", "the MPIJob to preview; - reads standard input")
+	opts := mutate.DefaultOptions()
+	bindDecisionFlags(fs, &opts)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	data, err := readInput(*file, stdin)
+	if err != nil {
+		return err
+	}
+	object, gvk, err := readMPIJob(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *file, err)
+	}
+
+	var decision mutate.Decision
+	handler := &admission.Handler{Options: opts, Observe: func(d mutate.Decision) { decision = d }}
+	resp, err := admit(handler, object, gvk)
+	if err != nil {
+		return err
+	}
+	printDecision(stderr, decision)
+	if !resp.Allowed {
+		fmt.Fprintln(stderr, "denied:", resp.Result.Message)
+		return errDenied
+	}
+	if len(resp.Patch) > 0 {
+		patch, err := jsonpatch.DecodePatch(resp.Patch)
+		if err != nil {
+			return err
+		}
+		if object, err = patch.Apply(object); err != nil {
+			return fmt.Errorf("applying the webhook's patch: %w", err)
+		}
+	}
+	out, err := yaml.JSONToYAML(object)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+// readMPIJob converts a YAML or JSON MPIJob to JSON and checks its kind.
+func readMPIJob(data []byte) ([]byte, schema.GroupVersionKind, error) {
+	object, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, schema.GroupVersionKind{}, fmt.Errorf("neither YAML nor JSON: %w", err)
+	}
+	var meta metav1.TypeMeta
+	if err := json.Unmarshal(object, &meta); err != nil {
+		return nil, schema.GroupVersionKind{}, fmt.Errorf("not a Kubernetes object: %w", err)
+	}
+	gvk := meta.GroupVersionKind()
+	if gvk.Group != "kubeflow.org" || gvk.Kind != "MPIJob" || (gvk.Version != "v1" && gvk.Version != "v2beta1") {
+		return nil, gvk, fmt.Errorf("is apiVersion %q kind %q; expected an MPIJob of kubeflow.org/v1 or kubeflow.org/v2beta1",
+			meta.APIVersion, meta.Kind)
+	}
+	return object, gvk, nil
+}
+
+// admit wraps the object into the AdmissionReview the API server would send for its creation.
+func admit(h *admission.Handler, object []byte, gvk schema.GroupVersionKind) (*admissionv1.AdmissionResponse, error) {
+	review, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "preview",
+			Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+			Operation: admissionv1.Create,
+			Object:    runtime.RawExtension{Raw: object},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, err := h.Admit(context.Background(), review)
+	if err != nil {
+		return nil, err
+	}
+	var answer admissionv1.AdmissionReview
+	if err := json.Unmarshal(out, &answer); err != nil {
+		return nil, err
+	}
+	return answer.Response, nil
+}
+
+func printDecision(w io.Writer, d mutate.Decision) {
+	source := string(d.Source)
+	if source == "" {
+		source = "(none)"
+	}
+	fmt.Fprintf(w, "outcome:   %s\nsource:    %s\n", d.Outcome, source)
+	if d.Container >= 0 {
+		fmt.Fprintf(w, "container: %s (worker container %d)\ncommand:   %s\nargs:      %s\n",
+			d.ContainerName, d.Container, words(d.Command), words(d.Args))
+	}
+	for _, warning := range d.Warnings {
+		fmt.Fprintln(w, "warning:  ", warning)
+	}
+}
+
+func words(w []string) string {
+	if len(w) == 0 {
+		return "(none)"
+	}
+	quoted := make([]string, len(w))
+	for i, s := range w {
+		quoted[i] = s
+		if s == "" || strings.ContainsAny(s, " \t\n'\"\\") {
+			quoted[i] = fmt.Sprintf("%q", s)
+		}
+	}
+	return strings.Join(quoted, " ")
+}
+
+// runAnnotate prints the annotations that carry a task to the webhook.
+func runAnnotate(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("annotate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: webhook annotate -f FILE\n\n"+
+			"FILE is the task custom as JSON, or a task serialized by pyflyte serialize (a binary\n"+
+			"flyteidl TaskTemplate or TaskSpec); - reads standard input. Prints the annotations\n"+
+			"to add to the task's pod template or launch plan, as YAML.")
+		fs.PrintDefaults()
+	}
+	file := fs.String("f", "", "the task custom (JSON) or serialized task; - reads standard input")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	data, err := readInput(*file, stdin)
+	if err != nil {
+		return err
+	}
+	annotations, err := annotate.FromFile(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *file, err)
+	}
+	out, err := yaml.Marshal(annotations)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+func readInput(file string, stdin io.Reader) ([]byte, error) {
+	switch file {
+	case "":
+		return nil, errors.New("-f is required (- reads standard input)")
+	case "-":
+		return io.ReadAll(io.LimitReader(stdin, admission.MaxRequestBytes))
+	}
+	return os.ReadFile(file)
+}

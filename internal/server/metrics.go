@@ -1,0 +1,30 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+)
+
+// decisionsTotal counts the webhook's decisions, beside controller-runtime's
+// own controller_runtime_webhook_* request and latency metrics.
+var decisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "flyte_mpi_webhook_decisions_total",
+	Help: "Decisions on MPIJob admission reviews, by outcome (mutated, unchanged, skipped_not_flyte, " +
+		"denied_invalid, warned_invalid) and by the source of the worker command (task-custom, " +
+		"worker-spec-command, fallback, none).",
+}, []string{"outcome", "source"})
+
+func init() {
+	metrics.Registry.MustRegister(decisionsTotal)
+}
+
+// observeDecision counts one decision.
+func observeDecision(d mutate.Decision) {
+	source := string(d.Source)
+	if d.Source == mutate.SourceNone {
+		source = "none"
+	}
+	decisionsTotal.WithLabelValues(string(d.Outcome), source).Inc()
+}
