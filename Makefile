@@ -48,7 +48,7 @@ lint: ## Check formatting (gofmt) and run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: lint unit envtest ## Run every check: lint, unit tests, and both envtest suites.
+test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and both envtest suites.
 
 .PHONY: unit
 unit: ## Run the unit tests.
@@ -57,6 +57,29 @@ unit: ## Run the unit tests.
 .PHONY: envtest
 envtest: ## Run the envtest suites (kubeflow.org/v1 and v2beta1), each against its own API server.
 	$(ENVTEST_ENV) $(GO) test -count=1 -v ./test/envtest/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
+
+# The fuzz targets, as package:Target.
+FUZZ_TARGETS = internal/mutate:FuzzDecodeTaskCustom internal/mutate:FuzzDecide internal/admission:FuzzServeHTTP
+FUZZTIME ?= 1m
+# Go minimises every new interesting input, for up to 60 s by default, and an
+# AdmissionReview of several KB takes that long, during which the worker
+# fuzzes nothing: 10 tries each keeps the workers fuzzing.
+FUZZMINIMIZETIME ?= 10x
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 1m); seeds are in each package's testdata/fuzz.
+	@for target in $(FUZZ_TARGETS); do \
+		echo "fuzz: $${target#*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${target#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./$${target%%:*} 2>&1 | tail -n 3; \
+	done
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Run each fuzz target for a few seconds, as make test does.
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
+.PHONY: golden
+golden: ## Rewrite the golden files (docs/hostile-inputs.md) from what the code answers now.
+	UPDATE_GOLDEN=1 $(GO) test -count=1 -run TestHostileInputs ./internal/admission
 
 .PHONY: envtest-assets
 envtest-assets: ## Obtain kube-apiserver and etcd for envtest, and print where they are.
@@ -76,3 +99,35 @@ bin/certs/tls.crt:
 	@mkdir -p bin/certs
 	openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=localhost" \
 		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout bin/certs/tls.key -out bin/certs/tls.crt
+
+##@ Deployment
+
+# The tool that builds and pushes the image: docker, or podman.
+CONTAINER_TOOL ?= docker
+KUBECTL ?= kubectl
+# undeploy: ignore-not-found=true ignores the objects that are gone already.
+ignore-not-found ?= false
+
+# hack/render renders config/default with the kustomize Go API, the image set
+# as `kustomize edit set image controller=$(IMG)` would, and edits no file:
+# no kustomize binary needed.
+
+.PHONY: docker-build
+docker-build: ## Build the image IMG.
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the image IMG.
+	$(CONTAINER_TOOL) push $(IMG)
+
+.PHONY: deploy
+deploy: ## Install config/default, with image IMG, into the cluster of the current kubectl context.
+	$(GO) run ./hack/render -image $(IMG) | $(KUBECTL) apply -f -
+
+.PHONY: undeploy
+undeploy: ## Remove config/default from the cluster of the current kubectl context.
+	$(GO) run ./hack/render | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+
+.PHONY: build-installer
+build-installer: ## Write dist/install.yaml: config/default, with image IMG, as one file to kubectl apply -f.
+	$(GO) run ./hack/render -image $(IMG) -o dist/install.yaml

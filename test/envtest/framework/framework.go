@@ -2,7 +2,8 @@
 // (controller-runtime's envtest), for the suites in test/envtest/v1 and
 // test/envtest/v2beta1. Each suite gets its own API server, since both MPIJob
 // CRDs are named mpijobs.kubeflow.org, and one webhook server built by the
-// same server.New that cmd/webhook uses.
+// same server.New that cmd/webhook uses, registered with the webhook
+// configuration that config/default installs.
 package framework
 
 import (
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
@@ -44,8 +46,11 @@ type Env struct {
 	Version string
 	// Client talks to the API server.
 	Client client.Client
-	// Webhook is the configuration from config/webhook, as installed.
+	// Webhook is the configuration from Manifests, as installed: envtest
+	// points its clientConfig at the local webhook server.
 	Webhook *admissionregistrationv1.MutatingWebhookConfiguration
+	// Manifests is config/default rendered, what `kubectl apply -k` installs.
+	Manifests *manifests.Manifests
 
 	testEnv *envtest.Environment
 	config  *rest.Config
@@ -61,8 +66,9 @@ var crdEnv = map[string]string{
 }
 
 // Start starts an API server with the MPIJob CRD of version, registers the
-// webhook from config/webhook, and serves it until Stop. It returns once the
-// API server calls the webhook; ctx bounds only that wait.
+// webhook configuration of config/default, rendered as a cluster gets it, and
+// serves it until Stop. It returns once the API server calls the webhook; ctx
+// bounds only that wait.
 func Start(ctx context.Context, version string) (*Env, error) {
 	crdPath := os.Getenv(crdEnv[version])
 	if crdPath == "" {
@@ -76,15 +82,21 @@ func Start(ctx context.Context, version string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	hook, err := loadWebhookConfiguration(filepath.Join(root, "config", "webhook", "manifests.yaml"))
+	// Rendered, not config/webhook as it is: the rules and selectors that
+	// config/default sets are the ones a cluster gets.
+	rendered, err := manifests.Render(filepath.Join(root, "config", "default"), "")
 	if err != nil {
+		return nil, err
+	}
+	hook := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := rendered.Decode("MutatingWebhookConfiguration", hook); err != nil {
 		return nil, err
 	}
 	for i := range hook.Webhooks {
 		leaveToWarnServer(&hook.Webhooks[i], metav1.LabelSelectorOpDoesNotExist)
 	}
 
-	e := &Env{Version: version, Webhook: hook}
+	e := &Env{Version: version, Webhook: hook, Manifests: rendered}
 	e.testEnv = &envtest.Environment{
 		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}},
 		WebhookInstallOptions: envtest.WebhookInstallOptions{MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{hook}},
@@ -242,18 +254,6 @@ func (e *Env) ExcludedNamespaces() []string {
 		}
 	}
 	return names
-}
-
-func loadWebhookConfiguration(path string) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var hook admissionregistrationv1.MutatingWebhookConfiguration
-	if err := yaml.UnmarshalStrict(b, &hook); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &hook, nil
 }
 
 // loadCRD reads an MPIJob CRD and adds to its schema fields that the

@@ -31,3 +31,5 @@ var _ = AfterSuite(func() {
 })
 
 var _ = specs.DescribeWebhook(func() *framework.Env { return env })
+
+var _ = specs.DescribeInstall(func() *framework.Env { return env })
