@@ -31,7 +31,10 @@ const Path = "/mutate-mpijob"
 // update, and a little more; a larger body is refused unread with 413.
 const MaxRequestBytes = 8 << 20
 
-// RequestTimeout bounds reading a request and writing its response.
+// RequestTimeout bounds reading a request's body and writing its
+// response. The API server gives up after the configuration's timeoutSeconds
+// (5 in config/webhook) anyway; controller-runtime's server bounds the
+// headers (32 s) and idle keep-alive connections (90 s).
 const RequestTimeout = 10 * time.Second
 
 // MPIJob's group and kind, and the versions whose worker containers sit at
@@ -82,6 +85,8 @@ func badRequest(format string, args ...any) error {
 
 // ServeHTTP reads one AdmissionReview, bounded in size and time, and answers it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Bound this request's body and response; net/http clears both
+	// deadlines before the connection's next request.
 	rc := http.NewResponseController(w)
 	deadline := time.Now().Add(RequestTimeout)
 	_ = rc.SetReadDeadline(deadline) // not every ResponseWriter supports deadlines; the server's own still hold
@@ -196,7 +201,7 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 	resp.Warnings = d.Warnings
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
-		deny(resp, http.StatusForbidden, metav1.StatusReasonInvalid, d.Err.Error())
+		deny(resp, http.StatusForbidden, metav1.StatusReasonForbidden, d.Err.Error())
 	case mutate.OutcomeMutated:
 		patch, err := json.Marshal(d.Patch)
 		if err != nil {

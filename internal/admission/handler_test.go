@@ -44,7 +44,7 @@ func sampleJob(t testing.TB, version string, edit func(job map[string]any)) []by
 	return out
 }
 
-func annotate(key, value string) func(map[string]any) {
+func annotate(key string, value any) func(map[string]any) {
 	return func(job map[string]any) {
 		job["metadata"].(map[string]any)["annotations"].(map[string]any)[key] = value
 	}
@@ -174,130 +174,6 @@ func TestPatchFitsMPIOperatorTypes(t *testing.T) {
 	}
 	if got := job.Annotations[mutate.AnnotationWorkerCommandSource]; got != "task-custom" {
 		t.Errorf("source annotation = %q", got)
-	}
-}
-
-// TestAdmitRequests covers what the handler answers to each kind of review.
-func TestAdmitRequests(t *testing.T) {
-	flyte := sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, flytekitCustom))
-	replace := func(body []byte, old, new string) []byte {
-		return []byte(strings.Replace(string(body), old, new, 1))
-	}
-	cases := map[string]struct {
-		body        []byte
-		wantAllowed bool
-		wantPatch   bool
-		wantCode    int32
-		wantMessage string
-		wantWarning string
-	}{
-		"a Flyte job": {
-			body: reviewOf(t, "v1", "CREATE", flyte), wantAllowed: true, wantPatch: true,
-		},
-		"an update": {
-			body: reviewOf(t, "v1", "UPDATE", flyte), wantAllowed: true,
-		},
-		"a delete": {
-			body: reviewOf(t, "v1", "DELETE", flyte), wantAllowed: true,
-		},
-		"another kind": {
-			body:        replace(reviewOf(t, "v1", "CREATE", flyte), `"kind":"MPIJob"`, `"kind":"PyTorchJob"`),
-			wantAllowed: true,
-		},
-		"another version": {
-			body:        replace(reviewOf(t, "v1", "CREATE", flyte), `"version":"v1"`, `"version":"v1alpha2"`),
-			wantAllowed: true,
-		},
-		"an invalid annotation": {
-			body:     reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, `{"workerReplicas":{"command":"x"}}`))),
-			wantCode: 403, wantMessage: "mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings",
-		},
-		"no object": {
-			body:     replace(reviewOf(t, "v1", "CREATE", []byte("null")), `"object":null`, `"object":null`),
-			wantCode: 400, wantMessage: "the AdmissionReview's request has no object to create",
-		},
-		"an object of another kind than the request's": {
-			body:     reviewOf(t, "v1", "CREATE", []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"labels":{"execution-id":"x","task-name":"y"}}}`)),
-			wantCode: 400, wantMessage: `the object is apiVersion "v1" kind "Pod", but the request is for kubeflow.org/v1, Kind=MPIJob`,
-		},
-		"a field of the wrong type where the handler does not read": {
-			body:        reviewOf(t, "v1", "CREATE", replace(flyte, `"containers":[`, `"containers":"oops","x":[`)), // the Launcher's
-			wantAllowed: true, wantPatch: true,
-		},
-		"a field of the wrong type where the handler reads": {
-			body: reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", func(job map[string]any) {
-				annotate(mutate.AnnotationTaskCustom, flytekitCustom)(job)
-				worker := job["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any)["Worker"].(map[string]any)
-				worker["template"].(map[string]any)["spec"].(map[string]any)["containers"] = "oops"
-			})),
-			wantAllowed: true,
-			wantWarning: "the MPIJob could not be read, so no worker command was injected: json: cannot unmarshal string into Go struct field PodSpec.request.object.spec.mpiReplicaSpecs.Worker.template.spec.containers of type []mutate.Container",
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			resp := admit(t, newHandler(), tc.body)
-			if resp.Allowed != tc.wantAllowed || (len(resp.Patch) > 0) != tc.wantPatch {
-				t.Errorf("allowed %t, patch %s; want allowed %t, patch %t", resp.Allowed, resp.Patch, tc.wantAllowed, tc.wantPatch)
-			}
-			var code int32
-			var message string
-			if resp.Result != nil {
-				code, message = resp.Result.Code, resp.Result.Message
-			}
-			if code != tc.wantCode || message != tc.wantMessage {
-				t.Errorf("result %d %q; want %d %q", code, message, tc.wantCode, tc.wantMessage)
-			}
-			var warning string
-			if len(resp.Warnings) > 0 {
-				warning = resp.Warnings[0]
-			}
-			if warning != tc.wantWarning {
-				t.Errorf("warning %q; want %q", warning, tc.wantWarning)
-			}
-		})
-	}
-}
-
-// TestServeHTTPRejects covers the bodies that get no AdmissionReview at all.
-func TestServeHTTPRejects(t *testing.T) {
-	valid := reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", nil))
-	cases := map[string]struct {
-		method, contentType string
-		body                string
-		wantStatus          int
-		wantMessage         string
-	}{
-		"not JSON":                {body: "<xml/>", wantStatus: 400, wantMessage: "the body is not JSON: invalid character '<' looking for beginning of value (at byte 1)"},
-		"empty":                   {body: "", wantStatus: 400, wantMessage: "the body is not JSON: unexpected end of JSON input (at byte 0)"},
-		"a JSON list":             {body: "[]", wantStatus: 400, wantMessage: "the body is not an AdmissionReview: json: cannot unmarshal array into Go value of type admission.review"},
-		"a v1beta1 review":        {body: strings.Replace(string(valid), "admission.k8s.io/v1", "admission.k8s.io/v1beta1", 1), wantStatus: 400, wantMessage: `the body is apiVersion "admission.k8s.io/v1beta1" kind "AdmissionReview"; expected an AdmissionReview of admission.k8s.io/v1`},
-		"another kind":            {body: `{"apiVersion":"admission.k8s.io/v1","kind":"ConversionReview"}`, wantStatus: 400, wantMessage: `the body is apiVersion "admission.k8s.io/v1" kind "ConversionReview"; expected an AdmissionReview of admission.k8s.io/v1`},
-		"no request":              {body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, wantStatus: 400, wantMessage: "the AdmissionReview has no request"},
-		"no uid":                  {body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`, wantStatus: 400, wantMessage: "the AdmissionReview's request has no uid"},
-		"a uid of the wrong type": {body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":7}}`, wantStatus: 400, wantMessage: "the body is not an AdmissionReview: json: cannot unmarshal number into Go struct field request.request.uid of type types.UID"},
-		"GET":                     {method: http.MethodGet, wantStatus: 405, wantMessage: "only POST is served"},
-		"text/plain":              {contentType: "text/plain", body: string(valid), wantStatus: 415, wantMessage: `Content-Type is "text/plain"; expected application/json`},
-		"over the size limit":     {body: `{"x":"` + strings.Repeat("a", MaxRequestBytes) + `"}`, wantStatus: 413, wantMessage: "the body is 8388616 bytes, more than the 8388608 served"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			method := tc.method
-			if method == "" {
-				method = http.MethodPost
-			}
-			req := httptest.NewRequest(method, Path, strings.NewReader(tc.body))
-			contentType := tc.contentType
-			if contentType == "" {
-				contentType = "application/json"
-			}
-			req.Header.Set("Content-Type", contentType)
-			rec := httptest.NewRecorder()
-			newHandler().ServeHTTP(rec, req)
-			if rec.Code != tc.wantStatus || strings.TrimSpace(rec.Body.String()) != tc.wantMessage {
-				t.Errorf("got %d %q; want %d %q", rec.Code, strings.TrimSpace(rec.Body.String()), tc.wantStatus, tc.wantMessage)
-			}
-		})
 	}
 }
 
