@@ -15,7 +15,8 @@ import (
 
 // FuzzServeHTTP feeds the handler arbitrary bodies. It must never panic nor
 // answer 5xx; a 200 must carry a response that echoes the request's uid; and
-// a patch must apply to the object and, applied, leave nothing to patch.
+// a patch must apply to the object, change nothing but the worker command
+// and the source annotation, and, applied, leave nothing to patch.
 func FuzzServeHTTP(f *testing.F) {
 	for _, version := range []string{"v1", "v2beta1"} {
 		f.Add(reviewOf(f, version, "CREATE", sampleJob(f, version, annotate(mutate.AnnotationTaskCustom, flytekitCustom))))
@@ -55,6 +56,7 @@ func FuzzServeHTTP(f *testing.F) {
 			return
 		}
 		patched := applyPatch(t, sent.Request.Object, answer.Response)
+		checkOnlyWorkerCommandChanged(t, sent.Request.Object, patched)
 		var again map[string]any
 		if err := json.Unmarshal(body, &again); err != nil {
 			t.Fatal(err)
