@@ -13,7 +13,8 @@ SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
 # The MPIJob CRDs come from the module cache, never from a copy in this repository.
-MPIJOB_CRD_V2BETA1 = $(shell $(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator)/manifests/base/kubeflow.org_mpijobs.yaml
+MPIJOB_CRD_V2BETA1 = $(shell $(GO) mod download github.com/kubeflow/mpi-operator && \
+	$(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator)/manifests/base/kubeflow.org_mpijobs.yaml
 MPIJOB_CRD_V1 = $(shell $(GO) mod download github.com/kubeflow/training-operator@$(TRAINING_OPERATOR_VERSION) && \
 	$(GO) list -m -f '{{.Dir}}' github.com/kubeflow/training-operator@$(TRAINING_OPERATOR_VERSION))/manifests/base/crds/kubeflow.org_mpijobs.yaml
 # kube-apiserver and etcd: $KUBEBUILDER_ASSETS, setup-envtest's cache, setup-envtest, or a build (hack/envtest-assets.sh).
@@ -99,6 +100,14 @@ bin/certs/tls.crt:
 	@mkdir -p bin/certs
 	openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=localhost" \
 		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout bin/certs/tls.key -out bin/certs/tls.crt
+
+##@ End to end
+
+.PHONY: test-e2e
+test-e2e: ## Run the real MPI operators against the webhook, and check the worker Pods they create.
+	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
+		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) hack/e2e-operators.sh) && \
+	env $$operators $(ENVTEST_ENV) $(GO) test -count=1 -v ./test/e2e/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
 
 ##@ Deployment
 

@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -27,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
@@ -37,7 +35,8 @@ import (
 const StartTimeout = 2 * time.Minute
 
 // OnInvalidWarnLabel sends a Flyte MPIJob to a second webhook server that
-// runs with --on-invalid=warn; the configured webhook leaves such jobs to it.
+// runs with --on-invalid=warn (see ServeLabelled); the configured webhook
+// leaves such jobs to it.
 const OnInvalidWarnLabel = "test.mpi.flyte.org/on-invalid-warn"
 
 // Env is one API server with the MPIJob CRD of one version, and the webhook.
@@ -55,7 +54,9 @@ type Env struct {
 	testEnv *envtest.Environment
 	config  *rest.Config
 	cancel  context.CancelFunc
-	stopped sync.WaitGroup
+	// labelled are the servers ServeLabelled started, by label.
+	labelled map[string]labelledServer
+	stopped  sync.WaitGroup
 }
 
 // crdEnv names, per version, the environment variable that holds the path of
@@ -92,9 +93,6 @@ func Start(ctx context.Context, version string) (*Env, error) {
 	if err := rendered.Decode("MutatingWebhookConfiguration", hook); err != nil {
 		return nil, err
 	}
-	for i := range hook.Webhooks {
-		leaveToWarnServer(&hook.Webhooks[i], metav1.LabelSelectorOpDoesNotExist)
-	}
 
 	e := &Env{Version: version, Webhook: hook, Manifests: rendered}
 	e.testEnv = &envtest.Environment{
@@ -120,67 +118,20 @@ func (e *Env) start(ctx context.Context, cfg *rest.Config) error {
 	if e.Client, err = client.New(cfg, client.Options{}); err != nil {
 		return err
 	}
-
 	wio := &e.testEnv.WebhookInstallOptions
-	warnPort, err := freePort(wio.LocalServingHost)
-	if err != nil {
+	if _, err := e.serve(ctx, serving, server.Config{
+		Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0", Mutate: mutate.DefaultOptions(),
+	}); err != nil {
 		return err
 	}
-	warnOptions := mutate.DefaultOptions()
-	warnOptions.OnInvalid = mutate.InvalidWarn
-	for _, s := range []struct {
-		port int
-		opts mutate.Options
-	}{{wio.LocalServingPort, mutate.DefaultOptions()}, {warnPort, warnOptions}} {
-		if err := e.serve(ctx, serving, server.Config{
-			Host: wio.LocalServingHost, Port: s.port, CertDir: wio.LocalServingCertDir,
-			MetricsBindAddress: "0", HealthProbeBindAddress: "0", Mutate: s.opts,
-		}); err != nil {
-			return err
-		}
-	}
-
-	// The warn server gets a copy of the configuration for the jobs the
-	// configured webhook leaves to it.
-	warn := e.Webhook.DeepCopy()
-	warn.ObjectMeta = metav1.ObjectMeta{Name: e.Webhook.Name + "-on-invalid-warn"}
-	for i := range warn.Webhooks {
-		w := &warn.Webhooks[i]
-		w.Name = "on-invalid-warn." + w.Name
-		leaveToWarnServer(w, metav1.LabelSelectorOpExists)
-		url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(warnPort)) + admission.Path
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData}
-	}
-	if err := e.Client.Create(ctx, warn); err != nil {
+	// The API server picks up a webhook configuration a little after storing it.
+	if err := e.waitForLabelled(ctx, "", true); err != nil {
 		return err
 	}
-	return e.waitUntilCalled(ctx)
-}
-
-// waitUntilCalled returns once the API server calls both webhook servers:
-// it picks up a new webhook configuration a little after storing it.
-func (e *Env) waitUntilCalled(ctx context.Context) error {
-	c, warnings, err := e.WarningClient()
-	if err != nil {
-		return err
-	}
-	for {
-		job := e.FlyteJob("default").Annotation(mutate.AnnotationTaskCustom, FlytekitCustom).Obj()
-		invalid := e.FlyteJob("default").Label(OnInvalidWarnLabel, "true").Annotation(mutate.AnnotationTaskCustom, "{").Obj()
-		errJob := c.Create(ctx, job, client.DryRunAll)
-		errInvalid := c.Create(ctx, invalid, client.DryRunAll)
-		mutated := job.GetAnnotations()[mutate.AnnotationWorkerCommandSource] != ""
-		warned := len(warnings.Messages()) > 0
-		if errJob == nil && errInvalid == nil && mutated && warned {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the API server never called the webhook (mutated: %t, warned: %t): %w",
-				mutated, warned, errors.Join(ctx.Err(), errJob, errInvalid))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	warn := mutate.DefaultOptions()
+	warn.OnInvalid = mutate.InvalidWarn
+	return e.ServeLabelled(ctx, OnInvalidWarnLabel, warn)
 }
 
 // WarningClient returns a client that records the warnings it receives.
@@ -192,15 +143,18 @@ func (e *Env) WarningClient() (client.Client, *WarningRecorder, error) {
 	return c, warnings, err
 }
 
-// serve runs one webhook server until serving ends, and waits for it to serve TLS.
-func (e *Env) serve(ctx, serving context.Context, cfg server.Config) error {
+// serve runs one webhook server until serving ends, and waits for it to
+// serve TLS. The channel it returns is closed once the server has stopped.
+func (e *Env) serve(ctx, serving context.Context, cfg server.Config) (<-chan struct{}, error) {
 	mgr, err := server.New(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	done := make(chan struct{})
 	e.stopped.Add(1)
 	go func() {
 		defer e.stopped.Done()
+		defer close(done)
 		if err := mgr.Start(serving); err != nil {
 			fmt.Fprintf(os.Stderr, "webhook server on port %d: %v\n", cfg.Port, err)
 		}
@@ -210,11 +164,11 @@ func (e *Env) serve(ctx, serving context.Context, cfg server.Config) error {
 	for {
 		conn, err := tls.DialWithDialer(dialer, "tcp", address, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe
 		if err == nil {
-			return conn.Close()
+			return done, conn.Close()
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("webhook server on %s never served TLS: %w", address, err)
+			return nil, fmt.Errorf("webhook server on %s never served TLS: %w", address, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -227,17 +181,6 @@ func (e *Env) Stop() error {
 	}
 	e.stopped.Wait()
 	return e.testEnv.Stop()
-}
-
-// leaveToWarnServer sets the requirement on OnInvalidWarnLabel in a webhook's object selector.
-func leaveToWarnServer(w *admissionregistrationv1.MutatingWebhook, op metav1.LabelSelectorOperator) {
-	if w.ObjectSelector == nil {
-		w.ObjectSelector = &metav1.LabelSelector{}
-	}
-	w.ObjectSelector.MatchExpressions = slices.DeleteFunc(w.ObjectSelector.MatchExpressions,
-		func(r metav1.LabelSelectorRequirement) bool { return r.Key == OnInvalidWarnLabel })
-	w.ObjectSelector.MatchExpressions = append(w.ObjectSelector.MatchExpressions,
-		metav1.LabelSelectorRequirement{Key: OnInvalidWarnLabel, Operator: op})
 }
 
 // ExcludedNamespaces lists the namespaces the webhook's namespaceSelector excludes by name.

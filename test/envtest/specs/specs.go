@@ -4,13 +4,16 @@ package specs
 
 import (
 	"context"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL
 	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
@@ -170,6 +173,38 @@ func DescribeWebhook(env func() *Env) bool {
 			Expect(e.Client.Get(ctx, client.ObjectKeyFromObject(stored), updated)).To(Succeed())
 			Expect(updated.GetAnnotations()).To(HaveKey(mutate.AnnotationTaskCustom))
 			expectUnchanged(updated, job)
+		})
+
+		It("fails closed: with its server down a Flyte job is rejected, not stored without its command; with Ignore it is stored unchanged", func(ctx SpecContext) {
+			const label = "test.mpi.flyte.org/fail-closed"
+			Expect(e.ServeLabelled(ctx, label, mutate.DefaultOptions())).To(Succeed())
+			Expect(e.StopLabelled(label)).To(Succeed())
+			job := e.FlyteJob(namespace).Label(label, "true").Annotation(mutate.AnnotationTaskCustom, FlytekitCustom).Obj()
+
+			// failurePolicy: Fail, as config/default installs it.
+			Expect(e.Webhook.Webhooks[0].FailurePolicy).To(HaveValue(Equal(admissionregistrationv1.Fail)))
+			Expect(e.Client.Create(ctx, job.DeepCopy())).To(MatchError(ContainSubstring("failed calling webhook")))
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(job.GroupVersionKind())
+			Expect(e.Client.List(ctx, list, client.InNamespace(namespace))).To(Succeed())
+			Expect(list.Items).To(BeEmpty())
+
+			// failurePolicy: Ignore, as config/failure-policy-ignore installs it.
+			hook := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			Expect(e.Client.Get(ctx, client.ObjectKey{Name: e.LabelledConfiguration(label)}, hook)).To(Succeed())
+			for i := range hook.Webhooks {
+				hook.Webhooks[i].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+			}
+			Expect(e.Client.Update(ctx, hook)).To(Succeed())
+			created := job.DeepCopy()
+			Eventually(func(g Gomega) { // until the API server has picked up the new policy
+				created = job.DeepCopy()
+				g.Expect(e.Client.Create(ctx, created)).To(Succeed())
+			}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+			stored := &unstructured.Unstructured{}
+			stored.SetGroupVersionKind(job.GroupVersionKind())
+			Expect(e.Client.Get(ctx, client.ObjectKeyFromObject(created), stored)).To(Succeed())
+			expectUnchanged(stored, job)
 		})
 
 		It("does not mutate a job in a namespace the namespaceSelector excludes", func(ctx SpecContext) {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Prints the MPI operators' controllers that the end-to-end suite (test/e2e)
+# runs, building them on first use, as environment assignments:
+#   MPI_OPERATOR_BIN=<path>        mpi-operator (kubeflow.org/v2beta1)
+#   TRAINING_OPERATOR_BIN=<path>   training-operator (kubeflow.org/v1)
+# Each is built from the Go module proxy with its own tools module in
+# hack/e2e/<name>, so that its dependencies never enter the webhook's go.mod,
+# and cached in $E2E_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/e2e)
+# under <name>-<version>/, so that any later run reuses it.
+#
+# MPI_OPERATOR_VERSION and TRAINING_OPERATOR_VERSION, when set, must match the
+# versions the tools modules pin: the Makefile sets them to the versions whose
+# CRDs the suite installs, so that a CRD never meets another version's controller.
+# Progress goes to standard error; only the assignments go to standard output.
+set -euo pipefail
+shopt -s inherit_errexit # build runs in $(...): let a failed step there fail it
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/e2e}
+
+log() { echo "e2e-operators: $*" >&2; }
+
+# build NAME MODULE PACKAGE WANT_VERSION prints the path of NAME's binary,
+# building PACKAGE with the tools module hack/e2e/NAME when it is not cached.
+build() {
+	local name=$1 module=$2 package=$3 want=$4
+	local version
+	version=$(cd "$here/e2e/$name" && go list -m -f '{{.Version}}' "$module")
+	if [[ -n "$want" && "$want" != "$version" ]]; then
+		log "hack/e2e/$name builds $module $version, but $want was asked for: update hack/e2e/$name/go.mod"
+		return 1
+	fi
+	local dir="$cache/$name-$version"
+	if [[ -x "$dir/$name" ]]; then
+		echo "$dir/$name"
+		return 0
+	fi
+	log "building $name $version from the Go module proxy into $dir"
+	log "this happens once per version and takes several minutes on 2 cores"
+	mkdir -p "$dir"
+	local start=$SECONDS
+	# Report every 30 s, so that a long first build never looks hung. On
+	# standard error: a sleep left over must not hold standard output open.
+	(while sleep 30; do log "... still building $name ($((SECONDS - start))s)"; done) >&2 &
+	local ticker=$!
+	# A temporary name in the same directory, so that the binary appears whole or not at all.
+	if ! (cd "$here/e2e/$name" && go build -trimpath -ldflags "-s -w" -o "$dir/.$name.tmp" "$package") >&2; then
+		kill "$ticker"
+		log "building $name $version failed"
+		return 1
+	fi
+	kill "$ticker"
+	mv "$dir/.$name.tmp" "$dir/$name"
+	log "built $name $version in $((SECONDS - start))s"
+	echo "$dir/$name"
+}
+
+mpi=$(build mpi-operator github.com/kubeflow/mpi-operator \
+	github.com/kubeflow/mpi-operator/cmd/mpi-operator "${MPI_OPERATOR_VERSION:-}")
+training=$(build training-operator github.com/kubeflow/training-operator \
+	github.com/kubeflow/training-operator/cmd/training-operator.v1 "${TRAINING_OPERATOR_VERSION:-}")
+echo "MPI_OPERATOR_BIN=$mpi"
+echo "TRAINING_OPERATOR_BIN=$training"

@@ -1,0 +1,147 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+)
+
+// ServeLabelled starts one more webhook server, with opts, for the Flyte
+// MPIJobs that carry the label key label (e.g. test.mpi.flyte.org/inject-as-args),
+// so that a suite can run a server flag that Start does not, such as
+// --inject-as=args. The webhook configurations installed before leave such
+// jobs alone from then on. It returns once the API server sends them to the
+// new server alone; ctx bounds that wait. The server runs until Stop.
+func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Options) error {
+	_, name, ok := strings.Cut(label, "/")
+	if !ok || name == "" {
+		return fmt.Errorf("label %q: expected a prefixed key, such as test.mpi.flyte.org/%s", label, label)
+	}
+
+	// Leave the labelled jobs to the new server: first make every installed
+	// configuration skip them, and wait until none of them answers, so that
+	// the new server is the only one that ever mutates them.
+	var installed admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := e.Client.List(ctx, &installed); err != nil {
+		return err
+	}
+	for i := range installed.Items {
+		hook := &installed.Items[i]
+		for j := range hook.Webhooks {
+			requireLabel(&hook.Webhooks[j], label, metav1.LabelSelectorOpDoesNotExist)
+		}
+		if err := e.Client.Update(ctx, hook); err != nil {
+			return fmt.Errorf("leaving jobs labelled %s to a new server: %w", label, err)
+		}
+		if hook.Name == e.Webhook.Name {
+			e.Webhook = hook.DeepCopy() // as installed, as its doc says
+		}
+	}
+	if err := e.waitForLabelled(ctx, label, false); err != nil {
+		return err
+	}
+
+	serving, cancel := context.WithCancel(context.Background())
+	stopOthers := e.cancel
+	e.cancel = func() { cancel(); stopOthers() }
+	wio := &e.testEnv.WebhookInstallOptions
+	port, err := freePort(wio.LocalServingHost)
+	if err != nil {
+		return err
+	}
+	done, err := e.serve(ctx, serving, server.Config{
+		Host: wio.LocalServingHost, Port: port, CertDir: wio.LocalServingCertDir,
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0", Mutate: opts,
+	})
+	if err != nil {
+		return err
+	}
+	if e.labelled == nil {
+		e.labelled = map[string]labelledServer{}
+	}
+	e.labelled[label] = labelledServer{stop: cancel, done: done, configuration: e.Webhook.Name + "-" + name}
+	hook := e.Webhook.DeepCopy()
+	hook.ObjectMeta = metav1.ObjectMeta{Name: e.labelled[label].configuration}
+	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port)) + admission.Path
+	for i := range hook.Webhooks {
+		w := &hook.Webhooks[i]
+		w.Name = name + "." + w.Name
+		requireLabel(w, label, metav1.LabelSelectorOpExists)
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData}
+	}
+	if err := e.Client.Create(ctx, hook); err != nil {
+		return err
+	}
+	return e.waitForLabelled(ctx, label, true)
+}
+
+// labelledServer is a server ServeLabelled started.
+type labelledServer struct {
+	stop          context.CancelFunc
+	done          <-chan struct{}
+	configuration string // the MutatingWebhookConfiguration that sends it the labelled jobs
+}
+
+// StopLabelled stops the server ServeLabelled started for label, and returns
+// once it no longer serves. Its webhook configuration stays, as a cluster's
+// does while its webhook is down; LabelledConfiguration names it.
+func (e *Env) StopLabelled(label string) error {
+	s, ok := e.labelled[label]
+	if !ok {
+		return fmt.Errorf("no server for jobs labelled %s", label)
+	}
+	s.stop()
+	<-s.done
+	return nil
+}
+
+// LabelledConfiguration names the webhook configuration that sends the jobs
+// labelled label to the server ServeLabelled started for them.
+func (e *Env) LabelledConfiguration(label string) string { return e.labelled[label].configuration }
+
+// waitForLabelled returns once a dry-run of a Flyte job labelled label (no
+// label when empty) is mutated, or is not, as wanted.
+func (e *Env) waitForLabelled(ctx context.Context, label string, mutated bool) error {
+	for {
+		b := e.FlyteJob("default").Annotation(mutate.AnnotationTaskCustom, FlytekitCustom)
+		if label != "" {
+			b.Label(label, "true")
+		}
+		job := b.Obj()
+		err := e.Client.Create(ctx, job, client.DryRunAll)
+		_, got := job.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
+		if err == nil && got == mutated {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("jobs labelled %s: waiting for mutated=%t, got %t: %w",
+				label, mutated, got, errors.Join(ctx.Err(), err))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// requireLabel sets the requirement on key in a webhook's object selector.
+func requireLabel(w *admissionregistrationv1.MutatingWebhook, key string, op metav1.LabelSelectorOperator) {
+	if w.ObjectSelector == nil {
+		w.ObjectSelector = &metav1.LabelSelector{}
+	}
+	w.ObjectSelector.MatchExpressions = slices.DeleteFunc(w.ObjectSelector.MatchExpressions,
+		func(r metav1.LabelSelectorRequirement) bool { return r.Key == key })
+	w.ObjectSelector.MatchExpressions = append(w.ObjectSelector.MatchExpressions,
+		metav1.LabelSelectorRequirement{Key: key, Operator: op})
+}
