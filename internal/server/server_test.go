@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -32,7 +33,7 @@ func writeServingCert(t *testing.T, dir string) *x509.CertPool {
 		t.Fatal(err)
 	}
 	template := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook-service"},
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "webhook-service"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
@@ -158,4 +159,120 @@ func TestServer(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+}
+
+// mountLikeKubelet lays out certificate files the way the kubelet mounts a
+// Secret, and replaces them the way it does when cert-manager renews it:
+// files in a timestamped directory, ..data a symlink to it, tls.crt and
+// tls.key symlinks through ..data, and an atomic rename of ..data.
+type mountLikeKubelet struct {
+	t       *testing.T
+	dir     string
+	version int
+}
+
+// publish writes a new certificate and key, and adds the certificate to roots.
+func (m *mountLikeKubelet) publish(roots *x509.CertPool) {
+	m.t.Helper()
+	m.version++
+	stamped := fmt.Sprintf("..2026_11_30_00_00_%02d.%d", m.version, m.version)
+	if err := os.Mkdir(filepath.Join(m.dir, stamped), 0o700); err != nil {
+		m.t.Fatal(err)
+	}
+	writeServingCert(m.t, filepath.Join(m.dir, stamped))
+	certPEM, err := os.ReadFile(filepath.Join(m.dir, stamped, "tls.crt"))
+	if err != nil || !roots.AppendCertsFromPEM(certPEM) {
+		m.t.Fatalf("reading back the certificate: %v", err)
+	}
+	if err := os.Symlink(stamped, filepath.Join(m.dir, "..data_tmp")); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(m.dir, "..data_tmp"), filepath.Join(m.dir, "..data")); err != nil {
+		m.t.Fatal(err)
+	}
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		link := filepath.Join(m.dir, name)
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				m.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestCertificateRotation replaces the serving certificate as cert-manager
+// and the kubelet do, under a steady stream of requests on new connections,
+// and checks that the server serves the new certificate without a single
+// failed request.
+func TestCertificateRotation(t *testing.T) {
+	mount := &mountLikeKubelet{t: t, dir: t.TempDir()}
+	roots := x509.NewCertPool()
+	mount.publish(roots)
+	_, port := freeAddress(t)
+	cfg := DefaultConfig()
+	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", port, mount.dir
+	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
+	mgr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	served := func() (*x509.Certificate, error) { // the certificate a new connection gets
+		conn, err := tls.Dial("tcp", address, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the certificate only
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0], nil
+	}
+	var before *x509.Certificate
+	for deadline := time.Now().Add(30 * time.Second); before == nil; {
+		if before, err = served(); err != nil && time.Now().After(deadline) {
+			t.Fatalf("never served: %v", err)
+		}
+	}
+
+	// Requests on new connections, trusting the old and the new certificate
+	// as the caBundle does while cert-manager's CA injector catches up, until
+	// new connections get the new certificate.
+	mount.publish(roots)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true}}
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"kubeflow.org","version":"v1","kind":"MPIJob"},"operation":"DELETE"}}`
+	var requests, failures int
+	var after *x509.Certificate
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := client.Post("https://"+address+admission.Path, "application/json", strings.NewReader(review))
+		requests++
+		if err != nil {
+			failures++
+			t.Errorf("request %d: %v", requests, err)
+		} else {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				failures++
+				t.Errorf("request %d: status %d", requests, resp.StatusCode)
+			}
+		}
+		if after, err = served(); err == nil && !after.Equal(before) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new certificate was not served within 30 s (%d requests)", requests)
+		}
+	}
+	if failures > 0 {
+		t.Fatalf("%d of %d requests failed during the rotation", failures, requests)
+	}
+	t.Logf("rotated after %d requests, none failed; serial %s -> %s", requests, before.SerialNumber, after.SerialNumber)
 }
