@@ -68,19 +68,9 @@ func freeAddress(t *testing.T) (string, int) {
 	return l.Addr().String(), l.Addr().(*net.TCPAddr).Port
 }
 
-// TestServer runs the server as the binary does, without a kubeconfig, and
-// checks what a cluster relies on: readiness once TLS is served, TLS 1.2 at
-// least, no HTTP/2, the webhook's answer, and the decision metric.
-func TestServer(t *testing.T) {
-	certDir := t.TempDir()
-	roots := writeServingCert(t, certDir)
-	_, port := freeAddress(t)
-	metricsAddr, _ := freeAddress(t)
-	probeAddr, _ := freeAddress(t)
-	cfg := DefaultConfig()
-	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", port, certDir
-	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = metricsAddr, probeAddr
-
+// start runs the server New builds from cfg until the test ends.
+func start(t *testing.T, cfg Config) {
+	t.Helper()
 	mgr, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +84,21 @@ func TestServer(t *testing.T) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+}
+
+// TestServer runs the server as the binary does, without a kubeconfig, and
+// checks what a cluster relies on: readiness once TLS is served, TLS 1.2 at
+// least, no HTTP/2, the webhook's answer, and the decision metric.
+func TestServer(t *testing.T) {
+	certDir := t.TempDir()
+	roots := writeServingCert(t, certDir)
+	_, port := freeAddress(t)
+	metricsAddr, _ := freeAddress(t)
+	probeAddr, _ := freeAddress(t)
+	cfg := DefaultConfig()
+	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", port, certDir
+	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = metricsAddr, probeAddr
+	start(t, cfg)
 
 	// Ready only once the webhook serves TLS; poll as a kubelet would.
 	deadline := time.Now().Add(30 * time.Second)
@@ -212,19 +217,7 @@ func TestCertificateRotation(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", port, mount.dir
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
-	mgr, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	start(t, cfg)
 
 	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	served := func() (*x509.Certificate, error) { // the certificate a new connection gets
@@ -236,6 +229,7 @@ func TestCertificateRotation(t *testing.T) {
 		return conn.ConnectionState().PeerCertificates[0], nil
 	}
 	var before *x509.Certificate
+	var err error
 	for deadline := time.Now().Add(30 * time.Second); before == nil; {
 		if before, err = served(); err != nil && time.Now().After(deadline) {
 			t.Fatalf("never served: %v", err)
