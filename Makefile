@@ -60,7 +60,7 @@ envtest: ## Run the envtest suites (kubeflow.org/v1 and v2beta1), each against i
 	$(ENVTEST_ENV) $(GO) test -count=1 -v ./test/envtest/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
 
 # The fuzz targets, as package:Target.
-FUZZ_TARGETS = internal/mutate:FuzzDecodeTaskCustom internal/mutate:FuzzDecide internal/admission:FuzzServeHTTP
+FUZZ_TARGETS = internal/mutate:FuzzDecodeTaskCustom internal/mutate:FuzzDecide internal/mutate:FuzzWords internal/admission:FuzzServeHTTP
 FUZZTIME ?= 1m
 # Go minimises every new interesting input, for up to 60 s by default, and an
 # AdmissionReview of several KB takes that long, during which the worker
@@ -77,6 +77,14 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 1m); seeds are in each packa
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Run each fuzz target for a few seconds, as make test does.
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
+
+SOAK_DURATION ?= 60s
+SOAK_RATE ?= 500
+
+.PHONY: soak
+soak: build ## Hold SOAK_RATE (500) requests/s for SOAK_DURATION (60s), replacing the certificate every 20 s: fails on any error.
+	$(GO) run ./hack/load -compare=false -rounds 1 -warmup 0 -max-duration 0 -duration $(SOAK_DURATION) \
+		-rate $(SOAK_RATE) -rss-every 5s -rotate-every 20s
 
 .PHONY: golden
 golden: ## Rewrite the golden files (docs/hostile-inputs.md) from what the code answers now.
@@ -140,3 +148,31 @@ undeploy: ## Remove config/default from the cluster of the current kubectl conte
 .PHONY: build-installer
 build-installer: ## Write dist/install.yaml: config/default, with image IMG, as one file to kubectl apply -f.
 	$(GO) run ./hack/render -image $(IMG) -o dist/install.yaml
+
+##@ Performance
+
+# Where make bench writes each benchmark's full output.
+BENCH_DIR ?= bin/bench
+# Runs of the in-process benchmark; the table compares medians.
+BENCH_COUNT ?= 6
+BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
+
+.PHONY: bench
+bench: build bin/noop-webhook bin/benchstat ## Benchmark the webhook against the floor: in process, over TLS, through the API server (docs/PERFORMANCE.md).
+	@mkdir -p $(BENCH_DIR)
+	@echo "[1/3] in process: go test -bench BenchmarkAdmit, $(BENCH_COUNT) runs > $(BENCH_DIR)/admit.txt"
+	@$(GO) test -run '^$$' -bench '^BenchmarkAdmit$$' -benchmem -count $(BENCH_COUNT) ./internal/admission > $(BENCH_DIR)/admit.txt
+	@bin/benchstat -row /version -col /path -filter '.unit:(sec/op OR cpu-sec/op OR allocs/op)' $(BENCH_DIR)/admit.txt > $(BENCH_DIR)/admit-benchstat.txt
+	@echo "[2/3] over TLS on loopback: hack/load, bin/webhook against bin/noop-webhook > $(BENCH_DIR)/load.txt"
+	@$(GO) run ./hack/load -webhook-bin bin/webhook -noop-bin bin/noop-webhook -rows $(BENCH_DIR)/load.json > $(BENCH_DIR)/load.txt
+	@echo "[3/3] through the API server: test/envtest/bench > $(BENCH_DIR)/apiserver.txt"
+	@$(ENVTEST_ENV) $(GO) run ./test/envtest/bench -rows $(BENCH_DIR)/apiserver.json > $(BENCH_DIR)/apiserver.txt
+	@echo
+	@$(GO) run ./hack/benchtable -admit $(BENCH_DIR)/admit.txt $(BENCH_DIR)/load.json $(BENCH_DIR)/apiserver.json
+
+.PHONY: bin/noop-webhook
+bin/noop-webhook: ## Build bin/noop-webhook, the reference make bench drives beside bin/webhook.
+	$(GO) build -o bin/noop-webhook ./hack/noop-webhook
+
+bin/benchstat:
+	GOBIN=$(CURDIR)/bin $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -161,18 +162,19 @@ func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, badRequest("the AdmissionReview's request has no uid")
 	}
 
-	log := logf.FromContext(ctx).WithValues("uid", req.UID, "namespace", req.Namespace, "name", objectName(req))
+	log := logf.FromContext(ctx)
+	kv := []any{"uid", req.UID, "namespace", req.Namespace, "name", objectName(req)}
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	d := mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Container: -1}
 	switch {
 	case req.Kind.Group != mpiJobGroup || req.Kind.Kind != mpiJobKind || !slices.Contains(mpiJobVersions, req.Kind.Version):
-		log.V(1).Info("not an MPIJob: allowed unchanged", "kind", req.Kind)
+		log.V(1).Info("not an MPIJob: allowed unchanged", append(kv, "kind", req.Kind)...)
 	case req.Operation != admissionv1.Create:
-		log.V(1).Info("not a create: allowed unchanged", "operation", req.Operation)
+		log.V(1).Info("not a create: allowed unchanged", append(kv, "operation", req.Operation)...)
 	case objectErr != nil:
 		d.Outcome = mutate.OutcomeUnchanged
 		resp.Warnings = []string{"the MPIJob could not be read, so no worker command was injected: " + objectErr.Error()}
-		log.Info("unreadable MPIJob: allowed unchanged", "error", objectErr.Error())
+		log.Info("unreadable MPIJob: allowed unchanged", append(kv, "error", objectErr.Error())...)
 	case req.Object == nil:
 		d.Outcome = mutate.OutcomeDeniedInvalid
 		deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, "the AdmissionReview's request has no object to create")
@@ -185,7 +187,7 @@ func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
 		if err := respond(resp, d); err != nil {
 			return nil, err
 		}
-		logDecision(log, d, req.DryRun)
+		logDecision(log, kv, d, req.DryRun)
 	}
 	if h.Observe != nil {
 		h.Observe(d)
@@ -203,7 +205,7 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 	case mutate.OutcomeDeniedInvalid:
 		deny(resp, http.StatusForbidden, metav1.StatusReasonForbidden, d.Err.Error())
 	case mutate.OutcomeMutated:
-		patch, err := json.Marshal(d.Patch)
+		patch, err := marshalPatch(d.Patch)
 		if err != nil {
 			return fmt.Errorf("encoding the patch: %w", err)
 		}
@@ -213,6 +215,24 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 	return nil
 }
 
+// patchOperation is jsonpatch.Operation as its MarshalJSON writes it, for
+// operations that have a value or need none: encoded in one pass with the
+// patch, rather than one json.Marshal per operation.
+type patchOperation struct {
+	Operation string `json:"op"`
+	Path      string `json:"path"`
+	Value     any    `json:"value,omitempty"`
+}
+
+// marshalPatch encodes a JSON patch.
+func marshalPatch(ops []jsonpatch.Operation) ([]byte, error) {
+	out := make([]patchOperation, len(ops))
+	for i, op := range ops {
+		out[i] = patchOperation{op.Operation, op.Path, op.Value}
+	}
+	return json.Marshal(out)
+}
+
 func deny(resp *admissionv1.AdmissionResponse, code int32, reason metav1.StatusReason, message string) {
 	resp.Allowed = false
 	resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: message}
@@ -220,8 +240,8 @@ func deny(resp *admissionv1.AdmissionResponse, code int32, reason metav1.StatusR
 
 func logDecision(log interface {
 	Info(string, ...any)
-}, d mutate.Decision, dryRun *bool) {
-	kv := []any{"outcome", d.Outcome, "source", d.Source, "container", d.ContainerName}
+}, kv []any, d mutate.Decision, dryRun *bool) {
+	kv = append(kv, "outcome", d.Outcome, "source", d.Source, "container", d.ContainerName)
 	if dryRun != nil && *dryRun {
 		kv = append(kv, "dryRun", true)
 	}

@@ -2,7 +2,6 @@ package mutate
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -100,7 +99,7 @@ func Decide(job *Job, opts Options) Decision {
 			workerContainersField, n, c.Name))
 	}
 	d.Command, d.Args = placeCommand(command, opts.InjectAs)
-	if slices.Equal(c.Command.Values, d.Command) && slices.Equal(c.Args.Values, d.Args) {
+	if c.Command.Equal(d.Command) && c.Args.Equal(d.Args) {
 		return d // already runs the worker command: a reinvocation, or set by hand
 	}
 	d.Outcome = OutcomeMutated
@@ -217,29 +216,34 @@ func placeCommand(command []string, mode InjectMode) (cmd, args []string) {
 // and args of d, and records the source. It touches nothing else.
 func patch(job *Job, d Decision) []jsonpatch.Operation {
 	c := job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[d.Container]
-	container := append(slices.Clone(workerContainers), strconv.Itoa(d.Container))
-	var ops []jsonpatch.Operation
+	container := workerContainersPointer + "/" + strconv.Itoa(d.Container) + "/"
+	ops := make([]jsonpatch.Operation, 0, 3)
 	for _, f := range []struct {
 		name        string
 		old         Words
 		replacement []string
 	}{{"command", c.Command, d.Command}, {"args", c.Args, d.Args}} {
-		path := jsonPointer(append(container, f.name)...)
 		switch {
-		case slices.Equal(f.old.Values, f.replacement):
+		case f.old.Equal(f.replacement):
 			// already right: the patch touches only what changes
 		case len(f.replacement) > 0:
-			ops = append(ops, jsonpatch.NewOperation("add", path, f.replacement))
+			ops = append(ops, jsonpatch.NewOperation("add", container+f.name, f.replacement))
 		case f.old.Present:
-			ops = append(ops, jsonpatch.NewOperation("remove", path, nil))
+			ops = append(ops, jsonpatch.NewOperation("remove", container+f.name, nil))
 		}
 	}
 	if job.Metadata.Annotations == nil {
-		ops = append(ops, jsonpatch.NewOperation("add", jsonPointer("metadata", "annotations"),
+		ops = append(ops, jsonpatch.NewOperation("add", annotationsPointer,
 			map[string]string{AnnotationWorkerCommandSource: string(d.Source)}))
 	} else {
-		ops = append(ops, jsonpatch.NewOperation("add", jsonPointer("metadata", "annotations", AnnotationWorkerCommandSource),
-			string(d.Source)))
+		ops = append(ops, jsonpatch.NewOperation("add", sourceAnnotationPointer, string(d.Source)))
 	}
 	return ops
 }
+
+// JSON pointers of the fields patch sets, built once.
+var (
+	workerContainersPointer = jsonPointer(workerContainers...)
+	annotationsPointer      = jsonPointer("metadata", "annotations")
+	sourceAnnotationPointer = jsonPointer("metadata", "annotations", AnnotationWorkerCommandSource)
+)

@@ -127,3 +127,31 @@ func applyToJob(t *testing.T, job *Job, d Decision) *Job {
 	}
 	return &patched
 }
+
+// FuzzWords: Words reads a command or args list without decoding it; it must
+// accept and refuse exactly what encoding/json does for a []string, and hold
+// the same strings.
+func FuzzWords(f *testing.F) {
+	for _, seed := range []string{`null`, `[]`, ` [ ] `, `["a"]`, `["a","b\"c",null]`, `["\u0000", ""]`, `"a"`, `5`,
+		`{"a":1}`, `[1]`, `["a",]`, `[["a"]]`, `[ "a" , "b" ]`, `[nul]`, `[true]`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return // the decoder that calls UnmarshalJSON passes valid JSON only
+		}
+		var want []string
+		errWant := json.Unmarshal(b, &want)
+		var w Words
+		errGot := w.UnmarshalJSON(b)
+		if (errWant == nil) != (errGot == nil) {
+			t.Fatalf("%s: encoding/json says %v, Words says %v", b, errWant, errGot)
+		}
+		if errGot != nil {
+			return
+		}
+		if !slices.Equal(w.Strings(), want) || !w.Equal(want) || !w.Present {
+			t.Fatalf("%s: Words holds %q, encoding/json %q", b, w.Strings(), want)
+		}
+	})
+}

@@ -1,7 +1,10 @@
 package mutate
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/go-openapi/jsonpointer"
@@ -44,8 +47,14 @@ type ReplicaSpec struct {
 
 // PodTemplate is a replica's pod template.
 type PodTemplate struct {
-	Metadata Metadata `json:"metadata"`
-	Spec     PodSpec  `json:"spec"`
+	Metadata TemplateMetadata `json:"metadata"`
+	Spec     PodSpec          `json:"spec"`
+}
+
+// TemplateMetadata is the part of a pod template's metadata that Decide
+// reads: the annotations. Its labels are skipped unread.
+type TemplateMetadata struct {
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // PodSpec holds the containers of a pod template.
@@ -61,16 +70,48 @@ type Container struct {
 }
 
 // Words is a container's command or args. It remembers whether the field was
-// present at all, so that a patch removes only what exists.
+// present at all, so that a patch removes only what exists. Decoded from
+// JSON, it checks that the field is a list of strings and keeps the list as
+// it came, decoding its values only when they are compared with a list of
+// the same length: the worker's args, the task's long command line, are
+// usually only removed.
 type Words struct {
 	Present bool
 	Values  []string
+
+	raw []byte // the JSON list, not yet decoded into Values
+	n   int    // the number of strings in raw
 }
 
 // UnmarshalJSON records that the field was present, even as null.
 func (w *Words) UnmarshalJSON(b []byte) error {
-	w.Present = true
-	return json.Unmarshal(b, &w.Values)
+	n, err := countStrings(b)
+	if err != nil {
+		return err
+	}
+	*w = Words{Present: true}
+	if n > 0 {
+		w.raw, w.n = bytes.Clone(b), n
+	}
+	return nil
+}
+
+// Strings returns the words.
+func (w Words) Strings() []string {
+	if w.raw == nil {
+		return w.Values
+	}
+	var values []string
+	_ = json.Unmarshal(w.raw, &values) // countStrings checked it
+	return values
+}
+
+// Equal reports whether w holds exactly values.
+func (w Words) Equal(values []string) bool {
+	if w.raw == nil {
+		return slices.Equal(w.Values, values)
+	}
+	return w.n == len(values) && slices.Equal(w.Strings(), values)
 }
 
 // MarshalJSON writes the words as a JSON list, or null when absent.
@@ -78,7 +119,80 @@ func (w Words) MarshalJSON() ([]byte, error) {
 	if !w.Present {
 		return []byte("null"), nil
 	}
-	return json.Marshal(w.Values)
+	return json.Marshal(w.Strings())
+}
+
+// countStrings checks that b is JSON null or a list of strings (or nulls),
+// without decoding them, and counts them. b is valid JSON: the decoder that
+// calls UnmarshalJSON has checked it.
+func countStrings(b []byte) (int, error) {
+	b = bytes.TrimSpace(b)
+	if string(b) == "null" {
+		return 0, nil
+	}
+	notList := &json.UnmarshalTypeError{Value: jsonKind(b), Type: reflect.TypeFor[[]string]()}
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return 0, notList
+	}
+	n, i := 0, skipSpace(b, 1)
+	if i == len(b)-1 {
+		return 0, nil // []
+	}
+	for {
+		switch {
+		case bytes.HasPrefix(b[i:], []byte("null")):
+			i += len("null") - 1 // null is "", as encoding/json decodes it into a string
+		case b[i] != '"':
+			return 0, &json.UnmarshalTypeError{Value: jsonKind(b[i:]), Type: reflect.TypeFor[string]()}
+		default:
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		}
+		n, i = n+1, skipSpace(b, i+1)
+		switch {
+		case i >= len(b):
+			return 0, notList
+		case b[i] == ']' && i == len(b)-1:
+			return n, nil
+		case b[i] == ',':
+			i = skipSpace(b, i+1)
+		default:
+			return 0, notList
+		}
+		if i >= len(b)-1 {
+			return 0, notList
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonKind names the kind of the JSON value b starts with, as encoding/json's errors do.
+func jsonKind(b []byte) string {
+	if len(b) == 0 {
+		return "end of input"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }
 
 // workerContainers is where both MPIJob versions keep the worker's containers.

@@ -76,7 +76,7 @@ func decodeTaskCustom(value, typeVersion string) ([]string, error) {
 // detectTypeVersion picks the task message whose own field names the JSON
 // uses; the kubeflow message when the JSON uses neither's.
 func detectTypeVersion(value []byte) (string, error) {
-	var fields map[string]json.RawMessage
+	var fields map[string]skippedValue
 	if err := json.Unmarshal(value, &fields); err != nil {
 		return "", fmt.Errorf("invalid JSON: %w", err)
 	}
@@ -260,7 +260,12 @@ func fieldNamesNotIn(md, other protoreflect.MessageDescriptor) []string {
 	return names
 }
 
-func hasAnyKey(fields map[string]json.RawMessage, names []string) bool {
+// skippedValue is any JSON value, checked and not kept: detectTypeVersion reads only the names.
+type skippedValue struct{}
+
+func (*skippedValue) UnmarshalJSON([]byte) error { return nil }
+
+func hasAnyKey(fields map[string]skippedValue, names []string) bool {
 	for _, name := range names {
 		if _, ok := fields[name]; ok {
 			return true
