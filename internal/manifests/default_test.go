@@ -62,11 +62,12 @@ func renderDefault(t *testing.T) *install {
 		webhook:        decode[admissionregistrationv1.MutatingWebhookConfiguration](t, m, "MutatingWebhookConfiguration"),
 	}
 	var err error
-	if in.issuer, err = m.Find("Issuer"); err != nil {
+	if in.certificate, err = m.FindNamed("Certificate", "flyte-mpi-webhook-serving-cert"); err != nil {
 		t.Fatal(err)
 	}
-	if in.certificate, err = m.Find("Certificate"); err != nil {
-		t.Fatal(err)
+	issuer, _, _ := unstructured.NestedString(in.certificate.Object, "spec", "issuerRef", "name")
+	if in.issuer, err = m.FindNamed("Issuer", issuer); err != nil {
+		t.Fatalf("the serving Certificate's issuer: %v", err)
 	}
 	containers := in.deployment.Spec.Template.Spec.Containers
 	if len(containers) != 1 {
@@ -145,7 +146,9 @@ func TestDefaultRendersEachObjectOnceInItsNamespace(t *testing.T) {
 		{"Service", namespace, "flyte-mpi-webhook-webhook-service"},
 		{"Deployment", namespace, "flyte-mpi-webhook-webhook-server"},
 		{"PodDisruptionBudget", namespace, "flyte-mpi-webhook-webhook-server"},
+		{"Certificate", namespace, "flyte-mpi-webhook-ca"},
 		{"Certificate", namespace, "flyte-mpi-webhook-serving-cert"},
+		{"Issuer", namespace, "flyte-mpi-webhook-ca-issuer"},
 		{"Issuer", namespace, "flyte-mpi-webhook-selfsigned-issuer"},
 		{"MutatingWebhookConfiguration", "", "flyte-mpi-webhook-mutating-webhook-configuration"},
 	}
@@ -239,6 +242,49 @@ func TestDefaultCertificateIsForTheService(t *testing.T) {
 	}
 	if in.certificate.GetNamespace() != in.issuer.GetNamespace() {
 		t.Errorf("Certificate in %s, Issuer in %s: an Issuer serves its own namespace only", in.certificate.GetNamespace(), in.issuer.GetNamespace())
+	}
+}
+
+// TestDefaultServingCertificateHasItsOwnCA checks the chain that keeps a
+// renewal from failing calls: the serving Certificate is signed by a CA
+// Issuer whose CA is a long-lived Certificate that keeps its key, itself
+// self-signed. The caBundle, that CA, then survives the serving
+// certificate's renewals.
+func TestDefaultServingCertificateHasItsOwnCA(t *testing.T) {
+	in := renderDefault(t)
+	caSecret, _, _ := unstructured.NestedString(in.issuer.Object, "spec", "ca", "secretName")
+	if caSecret == "" {
+		t.Fatalf("the serving Certificate's Issuer %s is not a CA Issuer: %v", in.issuer.GetName(), in.issuer.Object["spec"])
+	}
+	var ca *unstructured.Unstructured
+	for _, obj := range in.Objects {
+		if name, _, _ := unstructured.NestedString(obj.Object, "spec", "secretName"); obj.GetKind() == "Certificate" && name == caSecret {
+			ca = obj
+		}
+	}
+	if ca == nil {
+		t.Fatalf("no Certificate writes the CA Issuer's secret %s", caSecret)
+	}
+	isCA, _, _ := unstructured.NestedBool(ca.Object, "spec", "isCA")
+	rotation, _, _ := unstructured.NestedString(ca.Object, "spec", "privateKey", "rotationPolicy")
+	if !isCA || rotation != "Never" {
+		t.Errorf("CA Certificate %s: isCA %t, privateKey.rotationPolicy %q; want true, Never", ca.GetName(), isCA, rotation)
+	}
+	if dnsNames, found, _ := unstructured.NestedSlice(ca.Object, "spec", "dnsNames"); found {
+		t.Errorf("CA Certificate %s has dnsNames %v: the replacements are for the serving Certificate", ca.GetName(), dnsNames)
+	}
+	rootName, _, _ := unstructured.NestedString(ca.Object, "spec", "issuerRef", "name")
+	root, err := in.FindNamed("Issuer", rootName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, selfSigned, _ := unstructured.NestedMap(root.Object, "spec", "selfSigned"); !selfSigned {
+		t.Errorf("the CA's Issuer %s is not self-signed: %v", rootName, root.Object["spec"])
+	}
+	for _, obj := range []*unstructured.Unstructured{ca, root, in.issuer} {
+		if obj.GetNamespace() != in.certificate.GetNamespace() {
+			t.Errorf("%s %s in %s, the serving Certificate in %s", obj.GetKind(), obj.GetName(), obj.GetNamespace(), in.certificate.GetNamespace())
+		}
 	}
 }
 

@@ -122,6 +122,16 @@ func (m *Manifests) Find(kind string) (*unstructured.Unstructured, error) {
 	return found[0], nil
 }
 
+// FindNamed returns the rendered object of kind with name (as rendered, prefix included).
+func (m *Manifests) FindNamed(kind, name string) (*unstructured.Unstructured, error) {
+	for _, obj := range m.Objects {
+		if obj.GetKind() == kind && obj.GetName() == name {
+			return obj, nil
+		}
+	}
+	return nil, fmt.Errorf("no %s named %s rendered", kind, name)
+}
+
 // Decode finds the one rendered object of kind and converts it into its Go
 // type; a field the type does not know, a typo in the YAML, is an error.
 func (m *Manifests) Decode(kind string, into any) error {
