@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
 // bindDecisionFlags binds the flags that shape the decision. The server and
@@ -43,18 +42,4 @@ func bindDecisionFlags(fs *flag.FlagSet, o *mutate.Options) {
 		o.OnInvalid, err = mutate.ParseInvalidPolicy(strings.TrimSpace(s))
 		return err
 	})
-}
-
-// bindServerFlags binds the server's flags, kubebuilder's names where it has them.
-func bindServerFlags(fs *flag.FlagSet, c *server.Config) {
-	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir,
-		"directory holding tls.crt and tls.key, reloaded when they change (default: the system temp dir's k8s-webhook-server/serving-certs)")
-	fs.IntVar(&c.Port, "port", c.Port, "port the webhook serves HTTPS on")
-	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress,
-		`address the Prometheus metrics are served on; "0" disables them`)
-	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress,
-		`address /healthz and /readyz are served on; "0" disables them`)
-	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2,
-		"serve HTTP/2 too; off by default because of the HTTP/2 Rapid Reset attack (CVE-2023-44487)")
-	bindDecisionFlags(fs, &c.Mutate)
 }

@@ -17,6 +17,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
@@ -39,27 +41,28 @@ func main() {
 		}
 	}
 
-	cfg := server.DefaultConfig()
+	cfg, opts := server.DefaultConfig(), mutate.DefaultOptions()
 	fs := flag.NewFlagSet("webhook", flag.ExitOnError)
-	bindServerFlags(fs, &cfg)
+	cfg.BindFlags(fs)
+	bindDecisionFlags(fs, &opts)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on a bad flag
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	if err := serve(cfg); err != nil {
+	if err := serve(cfg, opts); err != nil {
 		ctrl.Log.Error(err, "webhook stopped")
 		os.Exit(1)
 	}
 }
 
-func serve(cfg server.Config) error {
-	mgr, err := server.New(cfg)
+func serve(cfg server.Config, opts mutate.Options) error {
+	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts))
 	if err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting", "port", cfg.Port, "certDir", cfg.CertDir,
-		"flyteTaskSelector", cfg.Mutate.FlyteTaskSelector.String(), "containerName", cfg.Mutate.ContainerName,
-		"injectAs", cfg.Mutate.InjectAs, "fallbackWorkerCommand", cfg.Mutate.FallbackCommand, "onInvalid", cfg.Mutate.OnInvalid)
+		"flyteTaskSelector", opts.FlyteTaskSelector.String(), "containerName", opts.ContainerName,
+		"injectAs", opts.InjectAs, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -1,12 +1,15 @@
-// Package server assembles the webhook: a controller-runtime manager that
-// serves the admission handler over TLS, health probes and metrics. The
-// binary and the envtest suites both build it with New, so the tests run the
-// same server a cluster does.
+// Package server assembles the webhook's plumbing: a controller-runtime
+// manager that serves an admission handler over TLS, health probes and
+// metrics. The binary, the envtest suites and the benchmarks' no-op webhook
+// all build it with New, so the tests run the same server a cluster does and
+// the benchmark compares handlers on the same plumbing.
 package server
 
 import (
 	"crypto/tls"
+	"flag"
 	"fmt"
+	"net/http"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,9 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-
-	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 )
 
 // Config is the server's settings, one per flag of cmd/webhook.
@@ -32,8 +32,6 @@ type Config struct {
 	HealthProbeBindAddress string
 	// EnableHTTP2 serves HTTP/2, which is off by default (CVE-2023-44487, Rapid Reset).
 	EnableHTTP2 bool
-	// Mutate are the decision's settings.
-	Mutate mutate.Options
 }
 
 // DefaultConfig returns the configuration the binary runs with when no flag is given.
@@ -42,12 +40,24 @@ func DefaultConfig() Config {
 		Port:                   webhook.DefaultPort,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
-		Mutate:                 mutate.DefaultOptions(),
 	}
 }
 
-// New builds the manager that serves the webhook. Start it to serve.
-func New(cfg Config) (manager.Manager, error) {
+// BindFlags binds the server's flags, kubebuilder's names.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir,
+		"directory holding tls.crt and tls.key, reloaded when they change (default: the system temp dir's k8s-webhook-server/serving-certs)")
+	fs.IntVar(&c.Port, "port", c.Port, "port the webhook serves HTTPS on")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress,
+		`address the Prometheus metrics are served on; "0" disables them`)
+	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress,
+		`address /healthz and /readyz are served on; "0" disables them`)
+	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2,
+		"serve HTTP/2 too; off by default because of the HTTP/2 Rapid Reset attack (CVE-2023-44487)")
+}
+
+// New builds the manager that serves hook at path. Start it to serve.
+func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
 	if !cfg.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
@@ -70,7 +80,7 @@ func New(cfg Config) (manager.Manager, error) {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
-	mgr.GetWebhookServer().Register(admission.Path, &admission.Handler{Options: cfg.Mutate, Observe: observeDecision})
+	mgr.GetWebhookServer().Register(path, hook)
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 )
 
 // writeServingCert writes a self-signed certificate for 127.0.0.1 as tls.crt and tls.key.
@@ -71,7 +72,7 @@ func freeAddress(t *testing.T) (string, int) {
 // start runs the server New builds from cfg until the test ends.
 func start(t *testing.T, cfg Config) {
 	t.Helper()
-	mgr, err := New(cfg)
+	mgr, err := New(cfg, admission.Path, admission.NewHandler(mutate.DefaultOptions()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
@@ -121,8 +122,8 @@ func (e *Env) start(ctx context.Context, cfg *rest.Config) error {
 	wio := &e.testEnv.WebhookInstallOptions
 	if _, err := e.serve(ctx, serving, server.Config{
 		Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-		MetricsBindAddress: "0", HealthProbeBindAddress: "0", Mutate: mutate.DefaultOptions(),
-	}); err != nil {
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+	}, mutate.DefaultOptions()); err != nil {
 		return err
 	}
 	// The API server picks up a webhook configuration a little after storing it.
@@ -145,8 +146,8 @@ func (e *Env) WarningClient() (client.Client, *WarningRecorder, error) {
 
 // serve runs one webhook server until serving ends, and waits for it to
 // serve TLS. The channel it returns is closed once the server has stopped.
-func (e *Env) serve(ctx, serving context.Context, cfg server.Config) (<-chan struct{}, error) {
-	mgr, err := server.New(cfg)
+func (e *Env) serve(ctx, serving context.Context, cfg server.Config, opts mutate.Options) (<-chan struct{}, error) {
+	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -64,8 +64,8 @@ func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Optio
 	}
 	done, err := e.serve(ctx, serving, server.Config{
 		Host: wio.LocalServingHost, Port: port, CertDir: wio.LocalServingCertDir,
-		MetricsBindAddress: "0", HealthProbeBindAddress: "0", Mutate: opts,
-	})
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
+	}, opts)
 	if err != nil {
 		return err
 	}

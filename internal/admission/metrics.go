@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +20,14 @@ func init() {
 	metrics.Registry.MustRegister(decisionsTotal)
 }
 
-// observeDecision counts one decision.
-func observeDecision(d mutate.Decision) {
+// NewHandler returns the handler the server runs: it decides with opts and
+// counts its decisions in flyte_mpi_webhook_decisions_total.
+func NewHandler(opts mutate.Options) *Handler {
+	return &Handler{Options: opts, Observe: countDecision}
+}
+
+// countDecision counts one decision.
+func countDecision(d mutate.Decision) {
 	source := string(d.Source)
 	if d.Source == mutate.SourceNone {
 		source = "none"
