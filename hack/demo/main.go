@@ -43,7 +43,7 @@ func main() {
 func run(ctx context.Context) (err error) {
 	ctrl.SetLogger(logr.Discard()) // the table below is the demo's output
 	fmt.Println("Starting a local kube-apiserver and etcd with mpi-operator's MPIJob CRD (kubeflow.org/v2beta1),")
-	fmt.Println("and serving the webhook registered from config/webhook ...")
+	fmt.Println("and serving the webhook, registered as config/default installs it ...")
 	start := time.Now()
 	env, err := framework.Start(ctx, "v2beta1")
 	if err != nil {
