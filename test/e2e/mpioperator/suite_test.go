@@ -155,10 +155,7 @@ var _ = Describe("mpi-operator v0.8.2", func() {
 // args returns the args of the first container of one of job's replicas, as sent.
 func args(job *unstructured.Unstructured, replica string) []string {
 	GinkgoHelper()
-	containers, _, err := unstructured.NestedSlice(job.Object, "spec", "mpiReplicaSpecs", replica, "template", "spec", "containers")
-	Expect(err).NotTo(HaveOccurred())
-	Expect(containers).NotTo(BeEmpty())
-	args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	args, err := framework.ReplicaArgs(job, replica)
 	Expect(err).NotTo(HaveOccurred())
 	return args
 }
@@ -166,8 +163,7 @@ func args(job *unstructured.Unstructured, replica string) []string {
 // workerReplicas returns the number of workers job asks for, as the API server stored it.
 func workerReplicas(job *unstructured.Unstructured) int {
 	GinkgoHelper()
-	replicas, found, err := unstructured.NestedInt64(job.Object, "spec", "mpiReplicaSpecs", "Worker", "replicas")
+	replicas, err := framework.WorkerReplicas(job)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(found).To(BeTrue())
-	return int(replicas)
+	return replicas
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,7 +76,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dir := GinkgoT().TempDir()
 	kubeconfig, err := env.WriteKubeConfig(dir)
 	Expect(err).NotTo(HaveOccurred())
-	webhookPort, err := freePort()
+	webhookPort, err := framework.FreePort("127.0.0.1")
 	Expect(err).NotTo(HaveOccurred())
 	controller, err = operator.Start("training-operator", binary, kubeconfig, dir,
 		[]string{"MY_POD_NAMESPACE=" + operatorNamespace},
@@ -172,7 +171,7 @@ var _ = Describe("training-operator v1.8.1", func() {
 		Expect(env.Client.Create(ctx, job)).To(Succeed())
 		// The webhook did inject sshd, as args; the controller throws it away.
 		Expect(framework.WorkerContainers(job)).To(HaveExactElements(And(
-			HaveKeyWithValue("name", "mpi"), HaveKeyWithValue("args", toAny(framework.SSHD)), Not(HaveKey("command")),
+			HaveKeyWithValue("name", "mpi"), HaveKeyWithValue("args", framework.AnyList(framework.SSHD)), Not(HaveKey("command")),
 		)))
 
 		Expect(pods(ctx, job, "worker", workerReplicas(job))).To(HaveEach(HaveField("Spec.Containers", ContainElement(And(
@@ -195,10 +194,7 @@ var _ = Describe("training-operator v1.8.1", func() {
 // args returns the args of the first container of one of job's replicas.
 func args(job *unstructured.Unstructured, replica string) []string {
 	GinkgoHelper()
-	containers, _, err := unstructured.NestedSlice(job.Object, "spec", "mpiReplicaSpecs", replica, "template", "spec", "containers")
-	Expect(err).NotTo(HaveOccurred())
-	Expect(containers).NotTo(BeEmpty())
-	args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	args, err := framework.ReplicaArgs(job, replica)
 	Expect(err).NotTo(HaveOccurred())
 	return args
 }
@@ -206,25 +202,7 @@ func args(job *unstructured.Unstructured, replica string) []string {
 // workerReplicas returns the number of workers job asks for, as the API server stored it.
 func workerReplicas(job *unstructured.Unstructured) int {
 	GinkgoHelper()
-	replicas, found, err := unstructured.NestedInt64(job.Object, "spec", "mpiReplicaSpecs", "Worker", "replicas")
+	replicas, err := framework.WorkerReplicas(job)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(found).To(BeTrue())
-	return int(replicas)
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return replicas
 }

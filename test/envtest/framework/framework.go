@@ -256,7 +256,8 @@ func repoRoot() (string, error) {
 	}
 }
 
-func freePort(host string) (int, error) {
+// FreePort returns a TCP port on host that nothing listens on now.
+func FreePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err

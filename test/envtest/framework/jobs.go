@@ -110,3 +110,34 @@ func Launcher(obj *unstructured.Unstructured) map[string]any {
 	launcher, _, _ := unstructured.NestedMap(obj.Object, "spec", "mpiReplicaSpecs", "Launcher")
 	return launcher
 }
+
+// ReplicaArgs returns the args of the first container of one of job's replicas.
+func ReplicaArgs(job *unstructured.Unstructured, replica string) ([]string, error) {
+	containers, _, err := unstructured.NestedSlice(job.Object, "spec", "mpiReplicaSpecs", replica, "template", "spec", "containers")
+	if err != nil {
+		return nil, err
+	}
+	if len(containers) == 0 {
+		return nil, fmt.Errorf("replica %s has no containers", replica)
+	}
+	args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	return args, err
+}
+
+// WorkerReplicas returns the number of workers job asks for.
+func WorkerReplicas(job *unstructured.Unstructured) (int, error) {
+	replicas, found, err := unstructured.NestedInt64(job.Object, "spec", "mpiReplicaSpecs", "Worker", "replicas")
+	if err == nil && !found {
+		err = fmt.Errorf("spec.mpiReplicaSpecs.Worker.replicas is not set")
+	}
+	return int(replicas), err
+}
+
+// AnyList turns words into the []any an unstructured object holds.
+func AnyList(words []string) []any {
+	out := make([]any, len(words))
+	for i, w := range words {
+		out[i] = w
+	}
+	return out
+}

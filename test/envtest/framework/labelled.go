@@ -58,7 +58,7 @@ func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Optio
 	stopOthers := e.cancel
 	e.cancel = func() { cancel(); stopOthers() }
 	wio := &e.testEnv.WebhookInstallOptions
-	port, err := freePort(wio.LocalServingHost)
+	port, err := FreePort(wio.LocalServingHost)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func DescribeWebhook(env func() *Env) bool {
 		expectSSHDWorker := func(stored *unstructured.Unstructured, source mutate.Source) {
 			GinkgoHelper()
 			Expect(WorkerContainers(stored)).To(HaveExactElements(
-				And(HaveKeyWithValue("name", "mpi"), HaveKeyWithValue("command", toAny(SSHD)), Not(HaveKey("args"))),
+				And(HaveKeyWithValue("name", "mpi"), HaveKeyWithValue("command", AnyList(SSHD)), Not(HaveKey("args"))),
 			))
 			Expect(stored.GetAnnotations()).To(HaveKeyWithValue(mutate.AnnotationWorkerCommandSource, string(source)))
 		}
@@ -142,7 +142,7 @@ func DescribeWebhook(env func() *Env) bool {
 				Annotation(mutate.AnnotationTaskCustom, FlytekitCustom).Obj())
 			containers := WorkerContainers(stored)
 			Expect(containers).To(HaveLen(2))
-			Expect(containers[0]).To(And(HaveKeyWithValue("command", toAny(SSHD)), Not(HaveKey("args"))))
+			Expect(containers[0]).To(And(HaveKeyWithValue("command", AnyList(SSHD)), Not(HaveKey("args"))))
 			Expect(containers[1]).To(Equal(sidecar))
 		})
 
@@ -157,7 +157,7 @@ func DescribeWebhook(env func() *Env) bool {
 			stored := create(ctx, job)
 			Expect(stored.Object["spec"]).To(HaveKeyWithValue("futureField", future))
 			Expect(WorkerContainers(stored)[0]).To(And(
-				HaveKeyWithValue("futureContainerField", "keep me"), HaveKeyWithValue("command", toAny(SSHD))))
+				HaveKeyWithValue("futureContainerField", "keep me"), HaveKeyWithValue("command", AnyList(SSHD))))
 		})
 
 		It("does not mutate an update of an existing job", func(ctx SpecContext) {
@@ -220,13 +220,4 @@ func DescribeWebhook(env func() *Env) bool {
 			}
 		})
 	})
-}
-
-// toAny turns a []string into the []any an unstructured object holds.
-func toAny(words []string) []any {
-	out := make([]any, len(words))
-	for i, w := range words {
-		out[i] = w
-	}
-	return out
 }
