@@ -26,13 +26,17 @@ func bindDecisionFlags(fs *flag.FlagSet, o *mutate.Options) {
 		return nil
 	})
 	fs.StringVar(&o.ContainerName, "container-name", o.ContainerName,
-		"worker container to patch; the first container when none has this name")
+		"name of the MPI container; the patch goes to the worker's first container, where both MPI operators run MPI, "+
+			"with a warning when a container of this name is not the first")
 	fs.Func("inject-as", fmt.Sprintf("where the worker command goes: one of %v (default %q)",
 		mutate.InjectModes, o.InjectAs), func(s string) (err error) {
 		o.InjectAs, err = mutate.ParseInjectMode(s)
 		return err
 	})
-	fs.Func("fallback-worker-command", "worker command, as shell words, for Flyte MPIJobs whose annotations give none (default none: leave them)",
+	fs.BoolVar(&o.InferWorkerCommand, "infer-worker-command", o.InferWorkerCommand,
+		"take the worker command a task declared, which Flyte writes into the worker's args, when no annotation gives one")
+	fs.Func("fallback-worker-command", "worker command, as shell words, for Flyte MPIJobs whose worker has no command "+
+		"and whose annotations and task declare none (default none: leave them)",
 		func(s string) (err error) {
 			o.FallbackCommand, err = mutate.SplitCommand(s)
 			return err

@@ -57,7 +57,7 @@ func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	printDecision(stderr, decision)
+	printDecision(stderr, decision, resp.Warnings)
 	if !resp.Allowed {
 		fmt.Fprintln(stderr, "denied:", resp.Result.Message)
 		return errDenied
@@ -85,9 +85,16 @@ func readMPIJob(data []byte) ([]byte, schema.GroupVersionKind, error) {
 	if err != nil {
 		return nil, schema.GroupVersionKind{}, fmt.Errorf("neither YAML nor JSON: %w", err)
 	}
-	var meta metav1.TypeMeta
+	var meta struct {
+		metav1.TypeMeta
+		// ObjectMeta as the API server reads it: an annotation whose YAML
+		// value is a number (task-type-version: 1, unquoted) is refused
+		// there, and so here, rather than previewed as a job left alone.
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
 	if err := json.Unmarshal(object, &meta); err != nil {
-		return nil, schema.GroupVersionKind{}, fmt.Errorf("not a Kubernetes object: %w", err)
+		return nil, schema.GroupVersionKind{}, fmt.Errorf("not a Kubernetes object the API server would accept "+
+			"(quote annotation values that YAML reads as numbers or booleans): %w", err)
 	}
 	gvk := meta.GroupVersionKind()
 	if gvk.Group != "kubeflow.org" || gvk.Kind != "MPIJob" || (gvk.Version != "v1" && gvk.Version != "v2beta1") {
@@ -122,7 +129,9 @@ func admit(h *admission.Handler, object []byte, gvk schema.GroupVersionKind) (*a
 	return answer.Response, nil
 }
 
-func printDecision(w io.Writer, d mutate.Decision) {
+// printDecision prints the decision and every warning the response carries:
+// Decide's, and the handler's own, such as an MPIJob it could not read.
+func printDecision(w io.Writer, d mutate.Decision, warnings []string) {
 	source := string(d.Source)
 	if source == "" {
 		source = "(none)"
@@ -132,7 +141,7 @@ func printDecision(w io.Writer, d mutate.Decision) {
 		fmt.Fprintf(w, "container: %s (worker container %d)\ncommand:   %s\nargs:      %s\n",
 			d.ContainerName, d.Container, words(d.Command), words(d.Args))
 	}
-	for _, warning := range d.Warnings {
+	for _, warning := range warnings {
 		fmt.Fprintln(w, "warning:  ", warning)
 	}
 }
@@ -170,9 +179,12 @@ func runAnnotate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	annotations, err := annotate.FromFile(data)
+	annotations, warning, err := annotate.FromFile(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *file, err)
+	}
+	if warning != "" {
+		fmt.Fprintln(stderr, "warning:", warning)
 	}
 	out, err := yaml.Marshal(annotations)
 	if err != nil {

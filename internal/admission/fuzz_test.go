@@ -11,6 +11,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // FuzzServeHTTP feeds the handler arbitrary bodies. It must never panic nor
@@ -19,6 +20,13 @@ import (
 // and the source annotation, and, applied, leave nothing to patch.
 func FuzzServeHTTP(f *testing.F) {
 	for _, version := range []string{"v1", "v2beta1"} {
+		names, err := fixtures.FlyteJobNames(version)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, name := range names { // every job Flyte's own backend built
+			f.Add(reviewOf(f, version, "CREATE", flyteObject(f, version, name)))
+		}
 		f.Add(reviewOf(f, version, "CREATE", sampleJob(f, version, annotate(mutate.AnnotationTaskCustom, flytekitCustom))))
 		f.Add(reviewOf(f, version, "CREATE", sampleJob(f, version, annotate(mutate.AnnotationWorkerSpecCommand, "/usr/sbin/sshd -De"))))
 		f.Add(reviewOf(f, version, "UPDATE", sampleJob(f, version, nil)))

@@ -1,6 +1,15 @@
 // Package admission serves mutate.Decide as a Kubernetes mutating admission
 // webhook: an AdmissionReview in, the decision's JSON patch out. It is thin
-// plumbing: every decision about an MPIJob is made in package mutate.
+// plumbing: every decision about an MPIJob is made in package mutate; this
+// package only tells a review it can read from one it cannot.
+//
+// It is an http.Handler of its own rather than controller-runtime's
+// admission.Webhook, which reads up to a fixed 7 MiB, decodes the whole
+// object a second time into a RawExtension, and answers a broken body with
+// HTTP 200 and a review without uid: this handler reads a body no larger than
+// the API server ever sends, decodes only the fields Decide reads, answers a
+// broken body with the HTTP status that names the problem, and counts it as
+// malformed.
 package admission
 
 import (
@@ -14,7 +23,6 @@ import (
 	"slices"
 	"time"
 
-	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,6 +55,13 @@ const (
 
 var mpiJobVersions = []string{"v1", "v2beta1"}
 
+// mpiJobResource is the resource of MPIJobs, as a review's request names it.
+const mpiJobResource = "mpijobs"
+
+// OutcomeMalformed is the outcome of a request that is no AdmissionReview of
+// an MPIJob creation the handler can read: no decision was made.
+const OutcomeMalformed mutate.Outcome = "malformed"
+
 // Handler is the webhook's http.Handler.
 type Handler struct {
 	// Options are the decision's settings.
@@ -65,9 +80,11 @@ type review struct {
 }
 
 type request struct {
-	UID       types.UID               `json:"uid"`
-	Kind      metav1.GroupVersionKind `json:"kind"`
-	Namespace string                  `json:"namespace"`
+	UID         types.UID                   `json:"uid"`
+	Kind        metav1.GroupVersionKind     `json:"kind"`
+	Resource    metav1.GroupVersionResource `json:"resource"`
+	SubResource string                      `json:"subResource"`
+	Namespace   string                      `json:"namespace"`
 	Name      string                  `json:"name"`
 	Operation admissionv1.Operation   `json:"operation"`
 	DryRun    *bool                   `json:"dryRun"`
@@ -94,32 +111,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetWriteDeadline(deadline)
 
 	if r.Method != http.MethodPost {
-		http.Error(w, "only POST is served", http.StatusMethodNotAllowed)
+		h.refuse(w, "only POST is served", http.StatusMethodNotAllowed)
 		return
 	}
 	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "application/json" {
-		http.Error(w, fmt.Sprintf("Content-Type is %q; expected application/json", r.Header.Get("Content-Type")),
+		h.refuse(w, fmt.Sprintf("Content-Type is %q; expected application/json", r.Header.Get("Content-Type")),
 			http.StatusUnsupportedMediaType)
 		return
 	}
 	if r.ContentLength > MaxRequestBytes {
-		http.Error(w, fmt.Sprintf("the body is %d bytes, more than the %d served", r.ContentLength, MaxRequestBytes),
+		h.refuse(w, fmt.Sprintf("the body is %d bytes, more than the %d served", r.ContentLength, MaxRequestBytes),
 			http.StatusRequestEntityTooLarge)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 	if err != nil {
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			http.Error(w, fmt.Sprintf("the body is more than the %d bytes served", MaxRequestBytes),
+			h.refuse(w, fmt.Sprintf("the body is more than the %d bytes served", MaxRequestBytes),
 				http.StatusRequestEntityTooLarge)
 			return
 		}
-		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		h.refuse(w, "reading the body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	response, err := h.Admit(r.Context(), body)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		h.refuse(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -171,15 +188,17 @@ func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
 		log.V(1).Info("not an MPIJob: allowed unchanged", append(kv, "kind", req.Kind)...)
 	case req.Operation != admissionv1.Create:
 		log.V(1).Info("not a create: allowed unchanged", append(kv, "operation", req.Operation)...)
+	case req.SubResource != "" || req.Resource.Resource != mpiJobResource:
+		log.V(1).Info("not the mpijobs resource: allowed unchanged", append(kv, "resource", req.Resource, "subResource", req.SubResource)...)
 	case objectErr != nil:
 		d.Outcome = mutate.OutcomeUnchanged
 		resp.Warnings = []string{"the MPIJob could not be read, so no worker command was injected: " + objectErr.Error()}
 		log.Info("unreadable MPIJob: allowed unchanged", append(kv, "error", objectErr.Error())...)
 	case req.Object == nil:
-		d.Outcome = mutate.OutcomeDeniedInvalid
+		d.Outcome = OutcomeMalformed
 		deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, "the AdmissionReview's request has no object to create")
 	case req.Object.Kind != req.Kind.Kind || req.Object.APIVersion != req.Kind.Group+"/"+req.Kind.Version:
-		d.Outcome = mutate.OutcomeDeniedInvalid
+		d.Outcome = OutcomeMalformed
 		deny(resp, http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf(
 			"the object is apiVersion %q kind %q, but the request is for %s", req.Object.APIVersion, req.Object.Kind, req.Kind))
 	default:
@@ -189,9 +208,7 @@ func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
 		}
 		logDecision(log, kv, d, req.DryRun)
 	}
-	if h.Observe != nil {
-		h.Observe(d)
-	}
+	h.observe(d)
 	return json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 		Response: resp,
@@ -205,7 +222,7 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 	case mutate.OutcomeDeniedInvalid:
 		deny(resp, http.StatusForbidden, metav1.StatusReasonForbidden, d.Err.Error())
 	case mutate.OutcomeMutated:
-		patch, err := marshalPatch(d.Patch)
+		patch, err := json.Marshal(d.Patch)
 		if err != nil {
 			return fmt.Errorf("encoding the patch: %w", err)
 		}
@@ -213,24 +230,6 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 		resp.Patch, resp.PatchType = patch, &patchType
 	}
 	return nil
-}
-
-// patchOperation is jsonpatch.Operation as its MarshalJSON writes it, for
-// operations that have a value or need none: encoded in one pass with the
-// patch, rather than one json.Marshal per operation.
-type patchOperation struct {
-	Operation string `json:"op"`
-	Path      string `json:"path"`
-	Value     any    `json:"value,omitempty"`
-}
-
-// marshalPatch encodes a JSON patch.
-func marshalPatch(ops []jsonpatch.Operation) ([]byte, error) {
-	out := make([]patchOperation, len(ops))
-	for i, op := range ops {
-		out[i] = patchOperation{op.Operation, op.Path, op.Value}
-	}
-	return json.Marshal(out)
 }
 
 func deny(resp *admissionv1.AdmissionResponse, code int32, reason metav1.StatusReason, message string) {
@@ -259,4 +258,17 @@ func objectName(req *request) string {
 		return req.Name
 	}
 	return req.Object.Metadata.Name
+}
+
+// refuse answers a request that is no review the handler can read with an
+// HTTP error, and counts it as malformed.
+func (h *Handler) refuse(w http.ResponseWriter, message string, code int) {
+	h.observe(mutate.Decision{Outcome: OutcomeMalformed, Container: -1})
+	http.Error(w, message, code)
+}
+
+func (h *Handler) observe(d mutate.Decision) {
+	if h.Observe != nil {
+		h.Observe(d)
+	}
 }

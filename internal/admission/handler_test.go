@@ -1,75 +1,72 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	kubeflowv2beta1 "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-const flytekitCustom = `{"workerReplicas":{"replicas":2,"resources":{},"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcherReplicas":{"replicas":1,"resources":{}},"runPolicy":{},"slots":1}`
+var (
+	flytekitCustom = fixtures.FlytekitCustom
+	sshd           = fixtures.SSHD
+)
 
-var sshd = []string{"/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"}
+// flyteJobName is the Flyte-built job the tests start from: a Horovod task
+// that declares no worker command, so that its worker copies the launcher.
+const flyteJobName = "horovod-no-worker-command"
 
-// sampleJob returns testdata/mpijob-VERSION.yaml as JSON, with edit applied to it.
+// flyteObject returns the Flyte-built MPIJob testdata/flyte/VERSION/NAME.yaml
+// as JSON, with edits applied to it.
+func flyteObject(t testing.TB, version, name string, edits ...func(job map[string]any)) []byte {
+	t.Helper()
+	job, err := fixtures.FlyteJob(version, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, edit := range edits {
+		edit(job.Object)
+	}
+	return fixtures.MustJSON(job)
+}
+
+// sampleJob is flyteObject of the job flyteJobName.
 func sampleJob(t testing.TB, version string, edit func(job map[string]any)) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mpijob-"+version+".yaml"))
-	if err != nil {
-		t.Fatal(err)
+	if edit == nil {
+		return flyteObject(t, version, flyteJobName)
 	}
-	var job map[string]any
-	if err := yaml.Unmarshal(b, &job); err != nil {
-		t.Fatal(err)
-	}
-	if edit != nil {
-		edit(job)
-	}
-	out, err := json.Marshal(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return flyteObject(t, version, flyteJobName, edit)
 }
 
+// annotate sets an annotation on the MPIJob.
 func annotate(key string, value any) func(map[string]any) {
 	return func(job map[string]any) {
-		job["metadata"].(map[string]any)["annotations"].(map[string]any)[key] = value
+		metadata := job["metadata"].(map[string]any)
+		if metadata["annotations"] == nil {
+			metadata["annotations"] = map[string]any{}
+		}
+		metadata["annotations"].(map[string]any)[key] = value
 	}
 }
 
-// reviewOf wraps an object into the AdmissionReview the API server sends for its creation.
-func reviewOf(t testing.TB, version, operation string, object []byte) []byte {
-	t.Helper()
-	b, err := json.Marshal(map[string]any{
-		"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-		"request": map[string]any{
-			"uid":       "705ab4f5-6393-11e8-b7cc-42010a800002",
-			"kind":      map[string]string{"group": "kubeflow.org", "version": version, "kind": "MPIJob"},
-			"resource":  map[string]string{"group": "kubeflow.org", "version": version, "resource": "mpijobs"},
-			"namespace": "flytesnacks-development",
-			"operation": operation,
-			"userInfo":  map[string]any{"username": "system:serviceaccount:flyte:flytepropeller"},
-			"object":    json.RawMessage(object),
-			"dryRun":    false,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+// reviewOf wraps an object into the AdmissionReview the API server sends for operation on it.
+func reviewOf(_ testing.TB, version, operation string, object []byte, opts ...fixtures.ReviewOption) []byte {
+	return fixtures.Review(object, fixtures.MPIJob(version), admissionv1.Operation(operation), opts...)
 }
 
 func admit(t testing.TB, h *Handler, body []byte) *admissionv1.AdmissionResponse {
@@ -85,7 +82,7 @@ func admit(t testing.TB, h *Handler, body []byte) *admissionv1.AdmissionResponse
 	if rev.APIVersion != "admission.k8s.io/v1" || rev.Kind != "AdmissionReview" || rev.Response == nil {
 		t.Fatalf("not an AdmissionReview response: %s", out)
 	}
-	if rev.Response.UID != "705ab4f5-6393-11e8-b7cc-42010a800002" {
+	if rev.Response.UID != fixtures.ReviewUID {
 		t.Fatalf("uid %q not echoed", rev.Response.UID)
 	}
 	return rev.Response
@@ -190,5 +187,114 @@ func TestServeHTTPBodyLimitWithoutLength(t *testing.T) {
 	}
 	if unread := body.Len(); unread == 0 {
 		t.Errorf("the whole body was read")
+	}
+}
+
+// TestAdmitFlyteBuiltJobs runs every MPIJob that Flyte's own backend built
+// (testdata/flyte, `make testdata`) through the handler: a task that declares
+// a worker command, or carries the annotation, gets a worker that runs sshd
+// and nothing else changes; any other job is left as Flyte made it.
+func TestAdmitFlyteBuiltJobs(t *testing.T) {
+	want := map[string]mutate.Source{ // by job name; SourceNone: unchanged
+		"horovod-worker-command":          mutate.SourceFlyteWorkerArgs,
+		"horovod-both-commands":           mutate.SourceFlyteWorkerArgs,
+		"legacy-v0-worker-spec-command":   mutate.SourceFlyteWorkerArgs,
+		"horovod-pod-template-annotation": mutate.SourceTaskCustom,
+		"horovod-task-annotations":        mutate.SourceTaskCustom,
+		"horovod-launch-plan-annotations": mutate.SourceTaskCustom,
+		"horovod-no-worker-command":       mutate.SourceNone,
+		"horovod-launcher-command":        mutate.SourceNone,
+		"mpi-plain":                       mutate.SourceNone,
+	}
+	for _, version := range []string{"v1", "v2beta1"} {
+		names, err := fixtures.FlyteJobNames(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(slices.Sorted(maps.Keys(want)), names); diff != "" {
+			t.Fatalf("testdata/flyte/%s holds other jobs than this test expects (-want +got):\n%s", version, diff)
+		}
+		for _, name := range names {
+			t.Run(version+"/"+name, func(t *testing.T) {
+				object := flyteObject(t, version, name)
+				resp := admit(t, newHandler(), reviewOf(t, version, "CREATE", object))
+				if !resp.Allowed {
+					t.Fatalf("denied: %v", resp.Result)
+				}
+				if want[name] == mutate.SourceNone {
+					if len(resp.Patch) > 0 {
+						t.Fatalf("patched %s; want the job left as Flyte made it", resp.Patch)
+					}
+					return
+				}
+				patched := applyPatch(t, object, resp)
+				checkOnlyWorkerCommandChanged(t, object, patched)
+				var job mutate.Job
+				if err := json.Unmarshal(patched, &job); err != nil {
+					t.Fatal(err)
+				}
+				worker := job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[0]
+				if diff := cmp.Diff(&sshd, worker.Command); diff != "" || worker.Args != nil {
+					t.Errorf("worker command (-want +got):\n%s\nargs: %v", diff, worker.Args)
+				}
+				if got := job.Metadata.Annotations[mutate.AnnotationWorkerCommandSource]; got != string(want[name]) {
+					t.Errorf("source annotation %q, want %q", got, want[name])
+				}
+				if again := admit(t, newHandler(), reviewOf(t, version, "CREATE", patched)); len(again.Patch) > 0 {
+					t.Errorf("reinvocation patched again: %s", again.Patch)
+				}
+			})
+		}
+	}
+}
+
+// TestDecisionMetric checks what flyte_mpi_webhook_decisions_total counts:
+// each review once, by outcome and source, and a request that is no review
+// as malformed, never as a denial.
+func TestDecisionMetric(t *testing.T) {
+	h := NewHandler(mutate.DefaultOptions())
+	serve := func(method string, body []byte) {
+		req := httptest.NewRequest(method, Path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	declared := reviewOf(t, "v1", "CREATE", flyteObject(t, "v1", "horovod-worker-command"))
+	cases := []struct {
+		name           string
+		send           func()
+		outcome        string
+		source         string
+		wantIncrements float64
+	}{
+		{"a declared worker command", func() { serve(http.MethodPost, declared) }, "mutated", "flyte-worker-args", 1},
+		{"an annotated job", func() {
+			serve(http.MethodPost, reviewOf(t, "v2beta1", "CREATE", sampleJob(t, "v2beta1", annotate(mutate.AnnotationTaskCustom, flytekitCustom))))
+		}, "mutated", "task-custom", 1},
+		{"a job without a worker command", func() { serve(http.MethodPost, reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", nil))) }, "unchanged", "none", 1},
+		{"an invalid annotation", func() {
+			serve(http.MethodPost, reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, "{"))))
+		}, "denied_invalid", "none", 1},
+		{"an update", func() { serve(http.MethodPost, reviewOf(t, "v1", "UPDATE", sampleJob(t, "v1", nil))) }, "skipped_not_flyte", "none", 1},
+		{"a GET", func() { serve(http.MethodGet, nil) }, "malformed", "none", 1},
+		{"not JSON", func() { serve(http.MethodPost, []byte("<x/>")) }, "malformed", "none", 1},
+		{"a review without an object", func() { serve(http.MethodPost, reviewOf(t, "v1", "CREATE", []byte("null"))) }, "malformed", "none", 1},
+		{"three reviews", func() {
+			for range 3 {
+				serve(http.MethodPost, declared)
+			}
+		}, "mutated", "flyte-worker-args", 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			counter := decisionsTotal.WithLabelValues(tc.outcome, tc.source)
+			before, deniedBefore := testutil.ToFloat64(counter), testutil.ToFloat64(decisionsTotal.WithLabelValues("denied_invalid", "none"))
+			tc.send()
+			if got := testutil.ToFloat64(counter) - before; got != tc.wantIncrements {
+				t.Errorf("%s{outcome=%q,source=%q} grew by %v, want %v", "flyte_mpi_webhook_decisions_total", tc.outcome, tc.source, got, tc.wantIncrements)
+			}
+			if tc.outcome == "malformed" && testutil.ToFloat64(decisionsTotal.WithLabelValues("denied_invalid", "none")) != deniedBefore {
+				t.Errorf("a malformed request was counted as denied_invalid")
+			}
+		})
 	}
 }

@@ -14,8 +14,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // updateGolden rewrites the golden files instead of comparing with them.
@@ -67,7 +69,7 @@ func TestHostileInputs(t *testing.T) {
 		{input: "a GET", method: http.MethodGet},
 		{input: "Content-Type text/plain", contentType: "text/plain", body: valid},
 		{input: "Content-Type application/json; charset=utf-8", contentType: "application/json; charset=utf-8", body: valid},
-		{input: "a body over 8 MiB", body: []byte(`{"x":"` + strings.Repeat("a", MaxRequestBytes) + `"}`)},
+		{input: "a body over MaxRequestBytes", body: []byte(`{"x":"` + strings.Repeat("a", MaxRequestBytes) + `"}`)},
 		// The AdmissionReview.
 		{input: "not JSON", body: []byte("<AdmissionReview/>")},
 		{input: "an empty body", body: []byte{}},
@@ -86,6 +88,9 @@ func TestHostileInputs(t *testing.T) {
 		{input: "a lower-case operation \"create\"", body: reviewOf(t, "v1", "create", sampleJob(t, "v1", custom(flytekitCustom)))},
 		{input: "a request for a Pod", body: []byte(strings.Replace(string(valid), `"kind":"MPIJob"`, `"kind":"Pod"`, 1))},
 		{input: "a request for MPIJob v1alpha2", body: []byte(strings.Replace(string(valid), `"version":"v1"`, `"version":"v1alpha2"`, 1))},
+		{input: "a request for the status subresource", body: reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", custom(flytekitCustom)), fixtures.SubResource("status"))},
+		{input: "a request for another resource of kind MPIJob", body: reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", custom(flytekitCustom)),
+			fixtures.Resource(metav1.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "mpijobcopies"}))},
 		{input: "a null object", body: reviewOf(t, "v1", "CREATE", []byte("null"))},
 		{input: "an object of another kind than the request's", body: reviewOf(t, "v1", "CREATE", []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"labels":{"execution-id":"e","task-name":"t"}}}`))},
 		{input: "worker containers that are a string", body: flyteReview(both(custom(flytekitCustom), containers("mpi")))},
@@ -101,6 +106,8 @@ func TestHostileInputs(t *testing.T) {
 		{input: "task-custom: exactly 64 KiB", body: flyteReview(custom(padded(mutate.MaxAnnotationBytes)))},
 		{input: "task-custom: 64 KiB + 1 byte", body: flyteReview(custom(padded(mutate.MaxAnnotationBytes + 1)))},
 		{input: "task-custom: invalid base64", body: flyteReview(custom("c3NoZA=!"))},
+		{input: "task-custom: base64 protobuf of fields no task custom has", body: flyteReview(custom("KAE="))},
+		{input: "task-custom: JSON after a UTF-8 byte order mark", body: flyteReview(custom("\ufeff" + flytekitCustom))},
 		{input: "task-custom: base64 of garbage protobuf", body: flyteReview(custom(base64.StdEncoding.EncodeToString([]byte{0x0a, 0xff, 0xff, 0xff})))},
 		{input: "task-custom: an empty string", body: flyteReview(custom(""))},
 		{input: "task-custom: an empty command", body: flyteReview(custom(`{"workerReplicas":{"command":[]}}`))},
@@ -112,6 +119,9 @@ func TestHostileInputs(t *testing.T) {
 		{input: "worker-spec-command: a shell operator", body: flyteReview(annotate(mutate.AnnotationWorkerSpecCommand, "/usr/sbin/sshd -De && rm -rf /"))},
 		{input: "worker-spec-command: an unterminated quote", body: flyteReview(annotate(mutate.AnnotationWorkerSpecCommand, "/usr/sbin/sshd -f '/home"))},
 		{input: "worker-spec-command: only blanks", body: flyteReview(annotate(mutate.AnnotationWorkerSpecCommand, " \t "))},
+		{input: "worker-spec-command: a comment", body: flyteReview(annotate(mutate.AnnotationWorkerSpecCommand, "/usr/sbin/sshd -De # -f /etc/ssh/sshd_config"))},
+		{input: "worker-spec-command: a line continuation", body: flyteReview(annotate(mutate.AnnotationWorkerSpecCommand, "/usr/sbin/sshd \\\n -De"))},
+		{input: "worker-spec-command: a redirection", body: flyteReview(annotate(mutate.AnnotationWorkerSpecCommand, "/usr/sbin/sshd -De 2>&1"))},
 		// The job's shape.
 		{input: "no Worker replica", body: flyteReview(both(custom(flytekitCustom), func(j map[string]any) {
 			delete(j["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any), "Worker")
@@ -122,6 +132,15 @@ func TestHostileInputs(t *testing.T) {
 			spec := w["template"].(map[string]any)["spec"].(map[string]any)
 			spec["containers"] = append(spec["containers"].([]any), sidecarNamedMPI)
 		})))},
+		{input: "a sidecar before the mpi container", body: flyteReview(both(custom(flytekitCustom), worker(func(w map[string]any) {
+			spec := w["template"].(map[string]any)["spec"].(map[string]any)
+			spec["containers"] = append([]any{map[string]any{"name": "log-shipper", "image": "fluent-bit", "args": []any{"-c", "/etc/fluent-bit.conf"}}}, spec["containers"].([]any)...)
+		})))},
+		// What Flyte itself declared.
+		{input: "a Flyte-built job with Worker(command=sshd), no annotation", body: reviewOf(t, "v1", "CREATE", flyteObject(t, "v1", "horovod-worker-command"))},
+		{input: "a Flyte-built job with only Launcher(command=...)", body: reviewOf(t, "v1", "CREATE", flyteObject(t, "v1", "horovod-launcher-command"))},
+		{input: "a Flyte-built job with Worker(command=sshd) and no Launcher", body: reviewOf(t, "v1", "CREATE", flyteObject(t, "v1", "horovod-worker-command",
+			func(j map[string]any) { delete(j["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any), "Launcher") }))},
 	}
 	if len(cases) < 30 {
 		t.Fatalf("only %d hostile inputs; the issue asks for 30 at least", len(cases))
@@ -131,7 +150,8 @@ func TestHostileInputs(t *testing.T) {
 	doc.WriteString("# What the webhook answers to broken and hostile input\n\n" +
 		"Generated by `TestHostileInputs` in internal/admission (`make golden` rewrites it; the test fails when\n" +
 		"the handler's answers differ from this page). Every request goes through the HTTP handler as the API\n" +
-		"server would send it; \"Flyte MPIJob\" is testdata/mpijob-v1.yaml, whose worker runs the launcher's args.\n\n" +
+		"server would send it; \"Flyte MPIJob\" is testdata/flyte/v1/horovod-no-worker-command.yaml, built by Flyte's own\n" +
+		"backend for a Horovod task that declares no worker command: its worker runs the launcher's args.\n\n" +
 		"| # | input | HTTP | answer | message or warning |\n|---|---|---|---|---|\n")
 	for i, tc := range cases {
 		method, contentType := tc.method, tc.contentType

@@ -33,29 +33,40 @@ const workerSpecCommandConfig = "worker_spec_command"
 //   - a binary flyteidl.admin.TaskSpec, which `pyflyte serialize` writes.
 //
 // The result passes the webhook's own checks: it is what the webhook accepts.
-func FromFile(data []byte) (map[string]string, error) {
+// The warning, when not empty, says that the task declares no worker command,
+// and how to declare one.
+func FromFile(data []byte) (annotations map[string]string, warning string, err error) {
 	trimmed := bytes.TrimSpace(data)
-	var annotations map[string]string
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, trimmed); err != nil {
-			return nil, fmt.Errorf("the task custom is not valid JSON: %w", err)
+			return nil, "", fmt.Errorf("the task custom is not valid JSON: %w", err)
 		}
 		annotations = map[string]string{mutate.AnnotationTaskCustom: compact.String()}
 	} else {
 		template, err := taskTemplate(data)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if annotations, err = fromTemplate(template); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
-	if _, _, err := mutate.WorkerCommand(&mutate.Job{Metadata: mutate.Metadata{Annotations: annotations}}, mutate.Options{}); err != nil {
-		return nil, err
+	command, _, err := mutate.AnnotatedCommand(&mutate.Job{Metadata: mutate.Metadata{Annotations: annotations}})
+	if err != nil {
+		return nil, "", err
 	}
-	return annotations, nil
+	if len(command) == 0 {
+		warning = NoWorkerCommandWarning
+	}
+	return annotations, warning, nil
 }
+
+// NoWorkerCommandWarning is the warning for a task that declares no worker command.
+const NoWorkerCommandWarning = "the task declares no worker command, so these annotations give the webhook none: its " +
+	"workers would run the launcher's task command (the training-operator runs `sleep 365d` instead). Declare one in " +
+	`the task, Worker(command=["/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"]) with flytekitplugins-kfmpi, ` +
+	"and the webhook needs no annotation: it reads the command Flyte writes into the worker's args"
 
 // taskTemplate decodes a binary TaskTemplate, or the TaskTemplate inside a
 // binary TaskSpec. Protobuf's wire format cannot tell the two apart, so it

@@ -53,11 +53,25 @@ func TestFromFile(t *testing.T) {
 	}
 	python := &core.TaskTemplate{Id: &core.Identifier{Name: "t"}, Type: "python-task", Custom: customStruct(t, `{}`)}
 
+	noWorkerCommand := &core.TaskTemplate{
+		Id: &core.Identifier{Name: "horovod_training_task"}, Type: "mpi", TaskTypeVersion: 1,
+		Custom: customStruct(t, `{"launcherReplicas":{"replicas":1},"slots":1,"workerReplicas":{"replicas":2}}`),
+	}
+
 	cases := map[string]struct {
-		input   []byte
-		want    map[string]string
-		wantErr string
+		input       []byte
+		want        map[string]string
+		wantWarning string
+		wantErr     string
 	}{
+		"a task that declares no worker command: a warning says how to declare one": {
+			input: marshal(t, noWorkerCommand),
+			want: map[string]string{
+				mutate.AnnotationTaskCustom:      `{"launcherReplicas":{"replicas":1},"slots":1,"workerReplicas":{"replicas":2}}`,
+				mutate.AnnotationTaskTypeVersion: "1",
+			},
+			wantWarning: NoWorkerCommandWarning,
+		},
 		"the task custom as JSON, compacted": {
 			input: []byte("{\n  \"workerReplicas\": {\"command\": [\"/usr/sbin/sshd\", \"-De\"]}\n}\n"),
 			want:  map[string]string{mutate.AnnotationTaskCustom: `{"workerReplicas":{"command":["/usr/sbin/sshd","-De"]}}`},
@@ -103,7 +117,7 @@ func TestFromFile(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := FromFile(tc.input)
+			got, warning, err := FromFile(tc.input)
 			var gotErr string
 			if err != nil {
 				gotErr = normalizeSpaces(err.Error())
@@ -113,6 +127,9 @@ func TestFromFile(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("FromFile() (-want +got):\n%s", diff)
+			}
+			if warning != tc.wantWarning {
+				t.Errorf("warning %q, want %q", warning, tc.wantWarning)
 			}
 		})
 	}

@@ -2,7 +2,10 @@ package mutate
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"strconv"
+	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,6 +34,7 @@ type Decision struct {
 	// Source is where the worker command came from; SourceNone when none was found.
 	Source Source
 	// Container is the index of the patched worker container, -1 when none.
+	// It is 0 whenever there is one: both MPI operators run MPI in the first.
 	Container int
 	// ContainerName is the name of that container.
 	ContainerName string
@@ -62,7 +66,7 @@ func Decide(job *Job, opts Options) Decision {
 		d.Outcome = OutcomeSkippedNotFlyte // not a Flyte task: leave it
 		return d
 	}
-	command, source, err := WorkerCommand(job, opts)
+	command, source, err := AnnotatedCommand(job)
 	if err != nil {
 		d.Err = err
 		if opts.OnInvalid == InvalidWarn {
@@ -73,33 +77,44 @@ func Decide(job *Job, opts Options) Decision {
 		}
 		return d
 	}
-	d.Source = source
 	d.Outcome = OutcomeUnchanged
-	if len(command) == 0 {
-		return d // no annotation and no fallback: nothing to inject
+	worker := job.Spec.MPIReplicaSpecs.Worker.mpiContainer()
+	if len(command) == 0 && opts.InferWorkerCommand {
+		var warning string
+		command, warning = DeclaredWorkerCommand(job)
+		if warning != "" {
+			d.Warnings = append(d.Warnings, warning)
+		}
+		source = SourceFlyteWorkerArgs
 	}
+	if len(command) == 0 && (worker == nil || len(words(worker.Command)) == 0) {
+		// A container command is the task's or a previous pass's: a
+		// cluster-wide fallback never overrides it, so reinvocation is safe.
+		command, source = opts.FallbackCommand, SourceFallback
+	}
+	if len(command) == 0 {
+		return d // no command to inject: leave the job as Flyte made it
+	}
+	d.Source = source
 
-	worker := job.Spec.MPIReplicaSpecs.Worker
 	switch {
-	case worker == nil:
+	case job.Spec.MPIReplicaSpecs.Worker == nil:
 		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: missing, so the worker command from %s was not injected",
-			workerContainersField.Root().Child("mpiReplicaSpecs", "Worker"), source))
+			workerField, source))
 		return d
-	case len(worker.Template.Spec.Containers) == 0:
+	case worker == nil:
 		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: no containers, so the worker command from %s was not injected",
 			workerContainersField, source))
 		return d
 	}
-	containers := worker.Template.Spec.Containers
-	d.Container = workerContainer(containers, opts.ContainerName)
-	c := containers[d.Container]
-	d.ContainerName = c.Name
-	if n := countNamed(containers, c.Name); n > 1 {
-		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: %d containers are named %q; the first of them was patched",
-			workerContainersField, n, c.Name))
+	d.Container, d.ContainerName = 0, worker.Name
+	if i := namedContainer(job.Spec.MPIReplicaSpecs.Worker, opts.ContainerName); i > 0 {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: is named %q, but the MPI operators run MPI, sshd and its keys "+
+			"in the first container, %q, so that one was patched; put the MPI container first",
+			workerContainersField.Index(i), opts.ContainerName, worker.Name))
 	}
 	d.Command, d.Args = placeCommand(command, opts.InjectAs)
-	if c.Command.Equal(d.Command) && c.Args.Equal(d.Args) {
+	if slices.Equal(words(worker.Command), d.Command) && slices.Equal(words(worker.Args), d.Args) {
 		return d // already runs the worker command: a reinvocation, or set by hand
 	}
 	d.Outcome = OutcomeMutated
@@ -107,10 +122,11 @@ func Decide(job *Job, opts Options) Decision {
 	return d
 }
 
-// WorkerCommand returns the worker command of a Flyte MPIJob and its source,
-// by the precedence in the package doc. It returns an *AnnotationError when an
-// annotation is invalid, even one that a higher-precedence source makes unused.
-func WorkerCommand(job *Job, opts Options) ([]string, Source, error) {
+// AnnotatedCommand returns the worker command that the annotations of a Flyte
+// MPIJob give, and its source, by the precedence in the package doc. It
+// returns an *AnnotationError when an annotation is invalid, even one that a
+// higher-precedence annotation makes unused, so that nothing is half-applied.
+func AnnotatedCommand(job *Job) ([]string, Source, error) {
 	typeVersion, _ := annotation(job, AnnotationTaskTypeVersion)
 	switch typeVersion {
 	case "", TaskTypeVersionLegacy, TaskTypeVersionKubeflow:
@@ -150,10 +166,51 @@ func WorkerCommand(job *Job, opts Options) ([]string, Source, error) {
 		return fromCustom, SourceTaskCustom, nil
 	case len(fromSpec) > 0:
 		return fromSpec, SourceWorkerSpecCommand, nil
-	case len(opts.FallbackCommand) > 0:
-		return opts.FallbackCommand, SourceFallback, nil
 	}
 	return nil, SourceNone, nil
+}
+
+// DeclaredWorkerCommand returns the worker command that a Flyte task
+// declared, or nil when it declared none. Flyte writes a declared worker
+// command (flytekit's Worker(command=...), or a v0 task's worker_spec_command)
+// into the worker container's args and leaves its command empty; a task that
+// declares none gets a worker that copies the launcher's args. The worker's
+// args are a declared command when they differ from the launcher's and are
+// not a Flyte task's own entrypoint: a task that declares only
+// Launcher(command=...) gets a worker whose args differ from the launcher's
+// but still run the task. The warning, when not empty, says why args that
+// look declared were not taken.
+func DeclaredWorkerCommand(job *Job) (command []string, warning string) {
+	worker := job.Spec.MPIReplicaSpecs.Worker.mpiContainer()
+	if worker == nil || len(words(worker.Command)) > 0 {
+		return nil, "" // nothing to read, or the container says what it runs
+	}
+	args := words(worker.Args)
+	if len(args) == 0 || runsFlyteTask(args) {
+		return nil, "" // no args, or the task's own entrypoint
+	}
+	launcherSpec := job.Spec.MPIReplicaSpecs.Launcher
+	launcher := launcherSpec.mpiContainer()
+	switch {
+	case launcherSpec == nil:
+		return nil, fmt.Sprintf("%s: missing, so the Worker's args were not taken for a worker command the task declared", launcherField)
+	case launcher == nil:
+		return nil, fmt.Sprintf("%s: no containers, so the Worker's args were not taken for a worker command the task declared",
+			launcherField.Child("template", "spec", "containers"))
+	case slices.Equal(args, words(launcher.Args)):
+		return nil, "" // a copy of the launcher's args
+	}
+	return args, ""
+}
+
+// runsFlyteTask reports whether args run a Flyte task: Flyte's task
+// entrypoints are pyflyte-execute, pyflyte-fast-execute, pyflyte-map-execute
+// and the like, which a worker command (sshd) never runs.
+func runsFlyteTask(args []string) bool {
+	return slices.ContainsFunc(args, func(arg string) bool {
+		name := path.Base(arg)
+		return strings.HasPrefix(name, "pyflyte-") && strings.HasSuffix(name, "-execute")
+	})
 }
 
 // annotation looks key up on the MPIJob and, where it is absent there, on the
@@ -176,25 +233,10 @@ func checkSize(value string) error {
 	return nil
 }
 
-// workerContainer picks the container named name or, when none is, the
-// first: both MPI operators treat the first container as the MPI container.
-func workerContainer(containers []Container, name string) int {
-	for i, c := range containers {
-		if c.Name == name {
-			return i
-		}
-	}
-	return 0
-}
-
-func countNamed(containers []Container, name string) int {
-	n := 0
-	for _, c := range containers {
-		if c.Name == name {
-			n++
-		}
-	}
-	return n
+// namedContainer returns the index of the first of a replica's containers
+// named name, or -1.
+func namedContainer(r *ReplicaSpec, name string) int {
+	return slices.IndexFunc(r.Template.Spec.Containers, func(c Container) bool { return c.Name == name })
 }
 
 // placeCommand splits the worker command between a container's command and args.
@@ -212,38 +254,32 @@ func placeCommand(command []string, mode InjectMode) (cmd, args []string) {
 	}
 }
 
-// patch returns the JSON patch that gives container d.Container the command
-// and args of d, and records the source. It touches nothing else.
+// patch returns the JSON patch that gives the worker's MPI container the
+// command and args of d, and records the source. It touches nothing else.
 func patch(job *Job, d Decision) []jsonpatch.Operation {
-	c := job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[d.Container]
-	container := workerContainersPointer + "/" + strconv.Itoa(d.Container) + "/"
+	c := job.Spec.MPIReplicaSpecs.Worker.mpiContainer()
+	container := jsonPointer("spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers", strconv.Itoa(d.Container))
 	ops := make([]jsonpatch.Operation, 0, 3)
 	for _, f := range []struct {
 		name        string
-		old         Words
+		old         *[]string
 		replacement []string
 	}{{"command", c.Command, d.Command}, {"args", c.Args, d.Args}} {
 		switch {
-		case f.old.Equal(f.replacement):
+		case slices.Equal(words(f.old), f.replacement):
 			// already right: the patch touches only what changes
 		case len(f.replacement) > 0:
-			ops = append(ops, jsonpatch.NewOperation("add", container+f.name, f.replacement))
-		case f.old.Present:
-			ops = append(ops, jsonpatch.NewOperation("remove", container+f.name, nil))
+			ops = append(ops, jsonpatch.NewOperation("add", container+"/"+f.name, f.replacement))
+		case f.old != nil:
+			ops = append(ops, jsonpatch.NewOperation("remove", container+"/"+f.name, nil))
 		}
 	}
 	if job.Metadata.Annotations == nil {
-		ops = append(ops, jsonpatch.NewOperation("add", annotationsPointer,
+		ops = append(ops, jsonpatch.NewOperation("add", jsonPointer("metadata", "annotations"),
 			map[string]string{AnnotationWorkerCommandSource: string(d.Source)}))
 	} else {
-		ops = append(ops, jsonpatch.NewOperation("add", sourceAnnotationPointer, string(d.Source)))
+		ops = append(ops, jsonpatch.NewOperation("add",
+			jsonPointer("metadata", "annotations", AnnotationWorkerCommandSource), string(d.Source)))
 	}
 	return ops
 }
-
-// JSON pointers of the fields patch sets, built once.
-var (
-	workerContainersPointer = jsonPointer(workerContainers...)
-	annotationsPointer      = jsonPointer("metadata", "annotations")
-	sourceAnnotationPointer = jsonPointer("metadata", "annotations", AnnotationWorkerCommandSource)
-)

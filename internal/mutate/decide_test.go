@@ -12,19 +12,19 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-var sshd = []string{"/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"}
-
-const (
-	// flytekitCustom is the custom flytekit writes for a Horovod task (task_type_version 1).
-	flytekitCustom  = `{"workerReplicas":{"replicas":2,"resources":{},"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcherReplicas":{"replicas":1,"resources":{}},"runPolicy":{},"slots":1}`
-	snakeCaseCustom = `{"worker_replicas":{"replicas":2,"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcher_replicas":{"replicas":1},"slots":1}`
-	// newerCustom has fields flyteidl 1.14 added (workerReplicas.common) and some no flyteidl has.
-	newerCustom         = `{"workerReplicas":{"common":{"replicas":2,"restartPolicy":"RESTART_POLICY_NEVER"},"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcherReplicas":{"common":{"replicas":1}},"futureField":{"x":[1,2]},"slots":1}`
-	legacyCustom        = `{"numWorkers":2,"numLauncherReplicas":1,"slots":1}`
-	noCommandCustom     = `{"workerReplicas":{"replicas":2},"launcherReplicas":{"replicas":1},"slots":1}`
-	flytekitSpecCommand = "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"
+// The task customs and commands of the Flyte tasks under test.
+var (
+	sshd                = fixtures.SSHD
+	flytekitCustom      = fixtures.FlytekitCustom
+	snakeCaseCustom     = fixtures.SnakeCaseCustom
+	newerCustom         = fixtures.NewerCustom
+	legacyCustom        = fixtures.LegacyCustom
+	noCommandCustom     = fixtures.NoWorkerCommandCustom
+	flytekitSpecCommand = fixtures.SSHDLine
 )
 
 func binaryCustom(t testing.TB, command ...string) string {
@@ -66,6 +66,13 @@ func TestDecide(t *testing.T) {
 		return result{Outcome: OutcomeMutated, Source: source, Container: 0, ContainerName: "mpi", Command: sshd,
 			Patch: sshdPatch("0", source)}
 	}
+	// mutatedUnannotated is mutated for a job without annotations, which the patch adds.
+	mutatedUnannotated := func(source Source) result {
+		r := mutated(source)
+		r.Patch = append(sshdPatch("0", source)[:2], jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations",
+			Value: map[string]string{AnnotationWorkerCommandSource: string(source)}})
+		return r
+	}
 	unchangedNoCommand := result{Outcome: OutcomeUnchanged, Container: -1}
 	denied := func(msg string) result { return result{Outcome: OutcomeDeniedInvalid, Container: -1, Err: msg} }
 
@@ -92,6 +99,10 @@ func TestDecide(t *testing.T) {
 		},
 		"base64 binary protobuf custom": {
 			job:  flyteJob().annotation(AnnotationTaskCustom, binaryCustom(t, sshd...)).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"custom with a UTF-8 byte order mark": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, "\ufeff"+flytekitCustom).obj(),
 			want: mutated(SourceTaskCustom),
 		},
 		"custom with surrounding blanks": {
@@ -148,20 +159,12 @@ func TestDecide(t *testing.T) {
 		"fallback for a Flyte job without annotations": {
 			job:  flyteJob().obj(),
 			opts: func(o *Options) { o.FallbackCommand = sshd },
-			want: result{Outcome: OutcomeMutated, Source: SourceFallback, ContainerName: "mpi", Command: sshd,
-				Patch: append(sshdPatch("0", SourceFallback)[:2], jsonpatch.Operation{
-					Operation: "add", Path: "/metadata/annotations",
-					Value: map[string]string{AnnotationWorkerCommandSource: string(SourceFallback)},
-				})},
+			want: mutatedUnannotated(SourceFallback),
 		},
 		"annotations only on the worker pod template": {
 			job: flyteJob().workerAnnotation(AnnotationTaskCustom, legacyCustom).
 				workerAnnotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
-			want: result{Outcome: OutcomeMutated, Source: SourceWorkerSpecCommand, ContainerName: "mpi", Command: sshd,
-				Patch: append(sshdPatch("0", SourceWorkerSpecCommand)[:2], jsonpatch.Operation{
-					Operation: "add", Path: "/metadata/annotations",
-					Value: map[string]string{AnnotationWorkerCommandSource: string(SourceWorkerSpecCommand)},
-				})},
+			want: mutatedUnannotated(SourceWorkerSpecCommand),
 		},
 		"the job's annotation wins over the worker template's": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
@@ -206,45 +209,44 @@ func TestDecide(t *testing.T) {
 		},
 		"a container that already runs the command is left alone": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi", Command: words(sshd...)}).obj(),
+				containers(Container{Name: "mpi", Command: list(sshd...)}).obj(),
 			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd},
 		},
 		"an empty args list counts as no args": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi", Command: words(sshd...), Args: words()}).obj(),
+				containers(Container{Name: "mpi", Command: list(sshd...), Args: list()}).obj(),
 			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd},
 		},
 		"the right command with stray args: only args go": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi", Command: words(sshd...), Args: words("x")}).obj(),
+				containers(Container{Name: "mpi", Command: list(sshd...), Args: list("x")}).obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd,
 				Patch: sshdPatch("0", SourceTaskCustom)[1:]},
 		},
-		"the container named mpi, not the sidecar before it": {
+		"the first container, where both operators run MPI, even with the container named mpi after it": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "sidecar", Args: words("proxy")}, Container{Name: "mpi", Args: words(taskArgs...)}).obj(),
-			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, Container: 1, ContainerName: "mpi", Command: sshd,
-				Patch: sshdPatch("1", SourceTaskCustom)},
+				containers(Container{Name: "sidecar", Args: list("proxy")}, Container{Name: "mpi", Args: list(taskArgs...)}).obj(),
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "sidecar", Command: sshd,
+				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", so that one was patched; put the MPI container first`},
+				Patch:    sshdPatch("0", SourceTaskCustom)},
 		},
 		"the first container when none has the name": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "main", Args: words(taskArgs...)}, Container{Name: "sidecar"}).obj(),
+				containers(Container{Name: "main", Args: list(taskArgs...)}, Container{Name: "sidecar"}).obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "main", Command: sshd,
 				Patch: sshdPatch("0", SourceTaskCustom)},
 		},
-		"--container-name": {
+		"--container-name names the container expected first": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi"}, Container{Name: "horovod", Args: words(taskArgs...)}).obj(),
+				containers(Container{Name: "horovod", Args: list(taskArgs...)}, Container{Name: "mpi"}).obj(),
 			opts: func(o *Options) { o.ContainerName = "horovod" },
-			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, Container: 1, ContainerName: "horovod",
-				Command: sshd, Patch: sshdPatch("1", SourceTaskCustom)},
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "horovod",
+				Command: sshd, Patch: sshdPatch("0", SourceTaskCustom)},
 		},
-		"duplicate container names: the first, with a warning": {
+		"duplicate container names: the first": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi", Args: words(taskArgs...)}, Container{Name: "mpi"}).obj(),
-			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd,
-				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers: 2 containers are named "mpi"; the first of them was patched`},
-				Patch:    sshdPatch("0", SourceTaskCustom)},
+				containers(Container{Name: "mpi", Args: list(taskArgs...)}, Container{Name: "mpi"}).obj(),
+			want: mutated(SourceTaskCustom),
 		},
 		"no Worker replica: unchanged, with a warning": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).noWorker().obj(),
@@ -284,6 +286,104 @@ func TestDecide(t *testing.T) {
 			want: unchangedNoCommand,
 		},
 
+		// The worker command the task declared, which Flyte writes into the worker's args.
+		"a declared worker command in the worker's args": {
+			job:  flyteJob().workerArgs(sshd...).obj(),
+			want: mutatedUnannotated(SourceFlyteWorkerArgs),
+		},
+		"a declared worker command, with --inject-as=args: already right": {
+			job:  flyteJob().workerArgs(sshd...).obj(),
+			opts: func(o *Options) { o.InjectAs = InjectArgs },
+			want: result{Outcome: OutcomeUnchanged, Source: SourceFlyteWorkerArgs, ContainerName: "mpi", Args: sshd},
+		},
+		"a declared worker command, with --inject-as=split": {
+			job:  flyteJob().workerArgs(sshd...).obj(),
+			opts: func(o *Options) { o.InjectAs = InjectSplit },
+			want: result{Outcome: OutcomeMutated, Source: SourceFlyteWorkerArgs, ContainerName: "mpi",
+				Command: sshd[:1], Args: sshd[1:],
+				Patch: []jsonpatch.Operation{
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/command", Value: sshd[:1]},
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: sshd[1:]},
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationWorkerCommandSource: "flyte-worker-args"}},
+				}},
+		},
+		"no declared worker command: the worker copies the launcher": {
+			job:  flyteJob().obj(),
+			want: unchangedNoCommand,
+		},
+		"only a declared launcher command: the worker still runs the task": {
+			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list("mpirun", "--allow-run-as-root", "-np", "2")}).obj(),
+			want: unchangedNoCommand,
+		},
+		"declared launcher and worker commands": {
+			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list("mpirun", "--allow-run-as-root", "-np", "2")}).
+				workerArgs(sshd...).obj(),
+			want: mutatedUnannotated(SourceFlyteWorkerArgs),
+		},
+		"any pyflyte-*-execute entrypoint is the task's": {
+			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list("mpirun")}).
+				workerArgs("/opt/venv/bin/pyflyte-fast-execute", "--additional-distribution", "s3://x", "--", "pyflyte-execute").obj(),
+			want: unchangedNoCommand,
+		},
+		"worker args equal to the launcher's are a copy": {
+			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list(sshd...)}).workerArgs(sshd...).obj(),
+			want: unchangedNoCommand,
+		},
+		"no Launcher: no inference, with a warning": {
+			job: flyteJob().noLauncher().workerArgs(sshd...).obj(),
+			want: result{Outcome: OutcomeUnchanged, Container: -1,
+				Warnings: []string{"spec.mpiReplicaSpecs.Launcher: missing, so the Worker's args were not taken for a worker command the task declared"}},
+		},
+		"a Launcher without containers: no inference, with a warning": {
+			job: flyteJob().launcherContainers().workerArgs(sshd...).obj(),
+			want: result{Outcome: OutcomeUnchanged, Container: -1,
+				Warnings: []string{"spec.mpiReplicaSpecs.Launcher.template.spec.containers: no containers, so the Worker's args were not taken for a worker command the task declared"}},
+		},
+		"no Launcher, and a worker that runs the task: no warning": {
+			job:  flyteJob().noLauncher().obj(),
+			want: unchangedNoCommand,
+		},
+		"a worker that has a command already is left alone": {
+			job:  flyteJob().containers(Container{Name: "mpi", Command: list("/bin/sh"), Args: list("-c", "sshd")}).obj(),
+			opts: func(o *Options) { o.FallbackCommand = sshd },
+			want: unchangedNoCommand,
+		},
+		"an empty command counts as none": {
+			job:  flyteJob().containers(Container{Name: "mpi", Command: list(), Args: list(sshd...)}).obj(),
+			want: mutatedUnannotated(SourceFlyteWorkerArgs),
+		},
+		"--infer-worker-command=false": {
+			job:  flyteJob().workerArgs(sshd...).obj(),
+			opts: func(o *Options) { o.InferWorkerCommand = false },
+			want: unchangedNoCommand,
+		},
+		"--infer-worker-command=false leaves it to the fallback": {
+			job:  flyteJob().workerArgs("/bin/true").annotation("team", "ml").obj(),
+			opts: func(o *Options) { o.InferWorkerCommand = false; o.FallbackCommand = sshd },
+			want: mutated(SourceFallback),
+		},
+		"the custom's command wins over the declared args": {
+			job:  flyteJob().workerArgs("/bin/true").annotation(AnnotationTaskCustom, flytekitCustom).obj(),
+			want: mutated(SourceTaskCustom),
+		},
+		"worker-spec-command wins over the declared args": {
+			job:  flyteJob().workerArgs("/bin/true").annotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
+			want: mutated(SourceWorkerSpecCommand),
+		},
+		"a custom without a command leaves it to the declared args": {
+			job:  flyteJob().workerArgs(sshd...).annotation(AnnotationTaskCustom, noCommandCustom).obj(),
+			want: mutated(SourceFlyteWorkerArgs),
+		},
+		"the declared args win over the fallback": {
+			job:  flyteJob().workerArgs(sshd...).annotation("team", "ml").obj(),
+			opts: func(o *Options) { o.FallbackCommand = []string{"/bin/false"} },
+			want: mutated(SourceFlyteWorkerArgs),
+		},
+		"an invalid annotation denies even when the worker declares a command": {
+			job:  flyteJob().workerArgs(sshd...).annotation(AnnotationTaskCustom, "{").obj(),
+			want: denied("mpi.flyte.org/task-custom: invalid JSON: unexpected end of JSON input"),
+		},
+
 		// Invalid annotations.
 		"custom not JSON": {
 			job:  flyteJob().annotation(AnnotationTaskCustom, "{workerReplicas:").obj(),
@@ -296,6 +396,10 @@ func TestDecide(t *testing.T) {
 		"custom is garbage protobuf": {
 			job:  flyteJob().annotation(AnnotationTaskCustom, base64.StdEncoding.EncodeToString([]byte{0x0a, 0xff, 0xff})).obj(),
 			want: denied("mpi.flyte.org/task-custom: base64 protobuf of flyteidl.plugins.kubeflow.DistributedMPITrainingTask: proto: cannot parse invalid wire-format data"),
+		},
+		"custom is base64 protobuf of fields no task custom has": {
+			job:  flyteJob().annotation(AnnotationTaskCustom, "KAE=").obj(),
+			want: denied("mpi.flyte.org/task-custom: base64 protobuf of flyteidl.plugins.kubeflow.DistributedMPITrainingTask: its 2 bytes hold no field of that message"),
 		},
 		"custom command is a string": {
 			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":"/usr/sbin/sshd -De"}}`).obj(),
@@ -398,13 +502,9 @@ func padJSON(object string, n int) string {
 
 func TestDecideDoesNotChangeTheJob(t *testing.T) {
 	job := flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj()
-	before := *job
-	beforeArgs := append([]string(nil), job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[0].Args.Values...)
+	before := flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj()
 	Decide(job, DefaultOptions())
-	if diff := cmp.Diff(before.Metadata, job.Metadata); diff != "" {
-		t.Errorf("metadata changed (-before +after):\n%s", diff)
-	}
-	if diff := cmp.Diff(beforeArgs, job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[0].Args.Values); diff != "" {
-		t.Errorf("args changed (-before +after):\n%s", diff)
+	if diff := cmp.Diff(before, job); diff != "" {
+		t.Errorf("the job changed (-before +after):\n%s", diff)
 	}
 }

@@ -34,12 +34,16 @@ func FuzzDecodeTaskCustom(f *testing.F) {
 // command and args and the source annotation, and applied to its own output
 // changes nothing more.
 func FuzzDecide(f *testing.F) {
-	f.Add(flytekitCustom, "", "", "mpi", uint8(0), false, false)
-	f.Add(legacyCustom, "0", flytekitSpecCommand, "mpi", uint8(1), true, false)
-	f.Add(binaryCustom(f, "/usr/sbin/sshd", "-De"), "1", "", "worker", uint8(2), false, true)
-	f.Add("", "", "a 'b c' \"d\" e\\ f", "", uint8(0), true, true)
-	f.Add(`{"workerReplicas":{"command":["", "\u0000"]}}`, "7", "a;b", "mpi", uint8(3), false, false)
-	f.Fuzz(func(t *testing.T, custom, typeVersion, specCommand, containerName string, mode uint8, onWorker, sidecarFirst bool) {
+	f.Add(flytekitCustom, "", "", "mpi", uint8(0), false, false, "", "")
+	f.Add(legacyCustom, "0", flytekitSpecCommand, "mpi", uint8(1), true, false, "", "")
+	f.Add(binaryCustom(f, "/usr/sbin/sshd", "-De"), "1", "", "worker", uint8(2), false, true, "", "")
+	f.Add("", "", "a 'b c' \"d\" e\\ f", "", uint8(0), true, true, "", "")
+	f.Add(`{"workerReplicas":{"command":["", "\u0000"]}}`, "7", "a;b", "mpi", uint8(3), false, false, "", "")
+	f.Add("", "", "", "mpi", uint8(0), false, false, flytekitSpecCommand, "")
+	f.Add("", "", "", "mpi", uint8(1), false, true, flytekitSpecCommand, "/bin/true")
+	f.Add("", "", "", "mpi", uint8(2), false, false, "pyflyte-execute x", "/bin/true -x")
+	f.Fuzz(func(t *testing.T, custom, typeVersion, specCommand, containerName string, mode uint8, onWorker, sidecarFirst bool,
+		workerArgs, fallback string) {
 		b := flyteJob()
 		set := b.annotation
 		if onWorker {
@@ -51,10 +55,14 @@ func FuzzDecide(f *testing.F) {
 				set(key, value)
 			}
 		}
+		if workerArgs != "" {
+			b.workerArgs(strings.Fields(workerArgs)...) // a declared worker command, as Flyte writes it
+		}
 		if sidecarFirst {
-			b.containers(Container{Name: "sidecar", Command: words("envoy")}, Container{Name: "mpi", Args: words(taskArgs...)})
+			b.containers(Container{Name: "sidecar", Command: list("envoy")}, Container{Name: "mpi", Args: list(taskArgs...)})
 		}
 		opts := DefaultOptions()
+		opts.FallbackCommand = strings.Fields(fallback)
 		opts.ContainerName = containerName
 		opts.InjectAs = InjectModes[int(mode)%len(InjectModes)]
 		job := b.obj()
@@ -86,7 +94,7 @@ func FuzzDecide(f *testing.F) {
 // checkPatchPaths fails unless every operation of d's patch is one of the few the webhook may make.
 func checkPatchPaths(t *testing.T, d Decision) {
 	t.Helper()
-	container := jsonPointer(workerContainers...) + "/" + strconv.Itoa(d.Container)
+	container := jsonPointer("spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers", strconv.Itoa(d.Container))
 	allowed := []string{container + "/command", container + "/args", "/metadata/annotations",
 		jsonPointer("metadata", "annotations", AnnotationWorkerCommandSource)}
 	for _, op := range d.Patch {
@@ -126,32 +134,4 @@ func applyToJob(t *testing.T, job *Job, d Decision) *Job {
 		t.Fatal(err)
 	}
 	return &patched
-}
-
-// FuzzWords: Words reads a command or args list without decoding it; it must
-// accept and refuse exactly what encoding/json does for a []string, and hold
-// the same strings.
-func FuzzWords(f *testing.F) {
-	for _, seed := range []string{`null`, `[]`, ` [ ] `, `["a"]`, `["a","b\"c",null]`, `["\u0000", ""]`, `"a"`, `5`,
-		`{"a":1}`, `[1]`, `["a",]`, `[["a"]]`, `[ "a" , "b" ]`, `[nul]`, `[true]`} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if !json.Valid(b) {
-			return // the decoder that calls UnmarshalJSON passes valid JSON only
-		}
-		var want []string
-		errWant := json.Unmarshal(b, &want)
-		var w Words
-		errGot := w.UnmarshalJSON(b)
-		if (errWant == nil) != (errGot == nil) {
-			t.Fatalf("%s: encoding/json says %v, Words says %v", b, errWant, errGot)
-		}
-		if errGot != nil {
-			return
-		}
-		if !slices.Equal(w.Strings(), want) || !w.Equal(want) || !w.Present {
-			t.Fatalf("%s: Words holds %q, encoding/json %q", b, w.Strings(), want)
-		}
-	})
 }

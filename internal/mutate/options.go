@@ -29,7 +29,10 @@ const (
 	SourceNone              Source = ""
 	SourceTaskCustom        Source = "task-custom"
 	SourceWorkerSpecCommand Source = "worker-spec-command"
-	SourceFallback          Source = "fallback"
+	// SourceFlyteWorkerArgs is the worker command the task declared, which
+	// Flyte writes into the worker container's args (see DeclaredWorkerCommand).
+	SourceFlyteWorkerArgs Source = "flyte-worker-args"
+	SourceFallback        Source = "fallback"
 )
 
 // InjectMode says how the worker command is written into the container.
@@ -80,18 +83,24 @@ func ParseInvalidPolicy(s string) (InvalidPolicy, error) {
 // Flyte puts both labels on every one of them.
 const DefaultFlyteTaskSelector = "execution-id,task-name"
 
-// DefaultContainerName is the worker container's name in Flyte's and the training-operator's MPIJobs.
+// DefaultContainerName is the MPI container's name in the MPIJobs Flyte creates.
 const DefaultContainerName = "mpi"
 
 // Options are the decision's settings, one per server flag.
 type Options struct {
 	// FlyteTaskSelector selects the MPIJobs that are Flyte tasks, by their labels.
 	FlyteTaskSelector labels.Selector
-	// ContainerName names the worker container to patch; the first container when none has the name.
+	// ContainerName is the name the MPI container is expected to have. The
+	// patch goes to the first container, the one both MPI operators run MPI
+	// in; a container of this name further down is warned about.
 	ContainerName string
 	// InjectAs says how the command is written into the container.
 	InjectAs InjectMode
-	// FallbackCommand is used when no annotation gives a command; empty means do nothing.
+	// InferWorkerCommand takes a worker command the task declared, which Flyte
+	// writes into the worker's args, when no annotation gives one.
+	InferWorkerCommand bool
+	// FallbackCommand is used for a worker without a command when neither an
+	// annotation nor the task gives one; empty means do nothing.
 	FallbackCommand []string
 	// OnInvalid says what happens when an annotation is invalid.
 	OnInvalid InvalidPolicy
@@ -104,9 +113,10 @@ func DefaultOptions() Options {
 		panic(err) // a constant that does not parse is a programming error
 	}
 	return Options{
-		FlyteTaskSelector: selector,
-		ContainerName:     DefaultContainerName,
-		InjectAs:          InjectCommand,
-		OnInvalid:         InvalidDeny,
+		FlyteTaskSelector:  selector,
+		ContainerName:      DefaultContainerName,
+		InjectAs:           InjectCommand,
+		InferWorkerCommand: true,
+		OnInvalid:          InvalidDeny,
 	}
 }

@@ -45,7 +45,8 @@ var (
 // carries, or nil when it carries none. typeVersion is the value of
 // AnnotationTaskTypeVersion, empty when absent.
 func decodeTaskCustom(value, typeVersion string) ([]string, error) {
-	value = strings.TrimSpace(value)
+	// A UTF-8 byte order mark, as some editors write, is no part of the JSON.
+	value = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(value), "\ufeff"))
 	if value == "" {
 		return nil, errors.New("is empty; expected the task custom as JSON or as base64 protobuf")
 	}
@@ -67,8 +68,14 @@ func decodeTaskCustom(value, typeVersion string) ([]string, error) {
 		return nil, fmt.Errorf("is neither a JSON object nor standard base64: %w", err)
 	}
 	task := newTask(typeVersion)
+	name := task.ProtoReflect().Descriptor().FullName()
 	if err := unmarshalBinary.Unmarshal(raw, task); err != nil {
-		return nil, fmt.Errorf("base64 protobuf of %s: %w", task.ProtoReflect().Descriptor().FullName(), err)
+		return nil, fmt.Errorf("base64 protobuf of %s: %w", name, err)
+	}
+	if proto.Size(task) == 0 {
+		// Bytes that hold only fields this flyteidl does not know are no task
+		// custom at all: most likely another message, or not protobuf.
+		return nil, fmt.Errorf("base64 protobuf of %s: its %d bytes hold no field of that message", name, len(raw))
 	}
 	return workerCommandOf(task), nil
 }
@@ -76,7 +83,7 @@ func decodeTaskCustom(value, typeVersion string) ([]string, error) {
 // detectTypeVersion picks the task message whose own field names the JSON
 // uses; the kubeflow message when the JSON uses neither's.
 func detectTypeVersion(value []byte) (string, error) {
-	var fields map[string]skippedValue
+	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(value, &fields); err != nil {
 		return "", fmt.Errorf("invalid JSON: %w", err)
 	}
@@ -260,12 +267,7 @@ func fieldNamesNotIn(md, other protoreflect.MessageDescriptor) []string {
 	return names
 }
 
-// skippedValue is any JSON value, checked and not kept: detectTypeVersion reads only the names.
-type skippedValue struct{}
-
-func (*skippedValue) UnmarshalJSON([]byte) error { return nil }
-
-func hasAnyKey(fields map[string]skippedValue, names []string) bool {
+func hasAnyKey(fields map[string]json.RawMessage, names []string) bool {
 	for _, name := range names {
 		if _, ok := fields[name]; ok {
 			return true
