@@ -312,7 +312,7 @@ func TestDecide(t *testing.T) {
 			want: unchangedNoCommand,
 		},
 		"only a declared launcher command: the worker still runs the task": {
-			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list("mpirun", "--allow-run-as-root", "-np", "2")}).obj(),
+			job:  flyteJob().launcherContainers(Container{Name: "mpi", Args: list("mpirun", "--allow-run-as-root", "-np", "2")}).obj(),
 			want: unchangedNoCommand,
 		},
 		"declared launcher and worker commands": {
@@ -326,7 +326,7 @@ func TestDecide(t *testing.T) {
 			want: unchangedNoCommand,
 		},
 		"worker args equal to the launcher's are a copy": {
-			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list(sshd...)}).workerArgs(sshd...).obj(),
+			job:  flyteJob().launcherContainers(Container{Name: "mpi", Args: list(sshd...)}).workerArgs(sshd...).obj(),
 			want: unchangedNoCommand,
 		},
 		"no Launcher: no inference, with a warning": {
@@ -449,11 +449,11 @@ func TestDecide(t *testing.T) {
 		},
 		"worker-spec-command with an unterminated quote": {
 			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, `/usr/sbin/sshd -f '/home/jobuser`).obj(),
-			want: denied(`mpi.flyte.org/worker-spec-command: "/usr/sbin/sshd -f '/home/jobuser" is not a valid command line (an unterminated quote or an unquoted parenthesis): invalid command line string`),
+			want: denied(`mpi.flyte.org/worker-spec-command: "/usr/sbin/sshd -f '/home/jobuser" is not a valid command line: the single quote at byte 18 is never closed`),
 		},
 		"worker-spec-command with a shell operator": {
 			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, `/usr/sbin/sshd -De; sleep 1`).obj(),
-			want: denied(`mpi.flyte.org/worker-spec-command: "/usr/sbin/sshd -De; sleep 1" has the shell operator ';' at byte 18; no shell runs the worker command, so quote it`),
+			want: denied(`mpi.flyte.org/worker-spec-command: "/usr/sbin/sshd -De; sleep 1" has the shell operator ";" at byte 18; no shell runs the worker command, so quote it`),
 		},
 		"worker-spec-command over 64 KiB": {
 			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, "sshd "+strings.Repeat("x", MaxAnnotationBytes)).obj(),

@@ -7,13 +7,20 @@
 // admission handler, the preview command and the tests all call Decide, so
 // what a user previews is what the server does.
 //
-// The worker command comes from, in order of precedence:
+// Flyte copies one pod spec into the Launcher and the Worker, and writes a
+// worker command that the task declares into the worker container's args,
+// never its command: the training-operator then runs `sleep 365d` in place of
+// a worker without command, and mpi-operator keeps the args. The worker
+// command comes from, in order of precedence:
 //  1. workerReplicas.command in the task custom serialized into the
 //     annotation mpi.flyte.org/task-custom (flytekit's task_type_version 1);
 //  2. the legacy task-config value worker_spec_command, in the annotation
 //     mpi.flyte.org/worker-spec-command, split into words as a shell would;
-//  3. Options.FallbackCommand.
+//  3. the worker's args, when they are a command the task declared
+//     (DeclaredWorkerCommand) and Options.InferWorkerCommand is set;
+//  4. Options.FallbackCommand, for a worker that has no command.
 //
 // Each annotation is read from the MPIJob's metadata and, where the key is
-// absent there, from the Worker pod template's metadata.
+// absent there, from the Worker pod template's metadata. The command goes
+// into the Worker's first container, where both MPI operators run MPI.
 package mutate
