@@ -33,34 +33,36 @@ help: ## Display this help.
 ##@ Quickstart
 
 .PHONY: demo
-demo: ## Watch the webhook fix Flyte Horovod jobs on a local API server (no cluster, no Docker).
+demo: kustomize ## Watch the webhook fix the MPIJobs Flyte builds, on a local API server (no cluster, no Docker).
 	@$(ENVTEST_ENV) $(GO) run ./hack/demo
 
 ##@ Development
 
 .PHONY: fmt
-fmt: ## Format the code with gofmt.
-	gofmt -w -s cmd internal test hack
+fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's imports last (.golangci.yml).
+	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: ## Check formatting (gofmt) and run go vet.
-	@unformatted=$$(gofmt -l -s cmd internal test hack); \
-	if [[ -n "$$unformatted" ]]; then echo "gofmt -s would change: $$unformatted (run make fmt)"; exit 1; fi
-	$(GO) vet ./...
+lint: golangci-lint ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters).
+	$(GOLANGCI_LINT) run
+
+.PHONY: lint-fix
+lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
+	$(GOLANGCI_LINT) run --fix
 
 .PHONY: test
 test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and both envtest suites.
 
 .PHONY: unit
-unit: ## Run the unit tests.
+unit: kustomize ## Run the unit tests.
 	$(GO) test ./cmd/... ./internal/...
 
 .PHONY: envtest
-envtest: ## Run the envtest suites (kubeflow.org/v1 and v2beta1), each against its own API server.
-	$(ENVTEST_ENV) $(GO) test -count=1 -v ./test/envtest/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
+envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.
+	$(ENVTEST_ENV) $(GO) test -count=1 -v ./test/envtest/ $(ENVTEST_ARGS) 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
 
 # The fuzz targets, as package:Target.
-FUZZ_TARGETS = internal/mutate:FuzzDecodeTaskCustom internal/mutate:FuzzDecide internal/mutate:FuzzWords internal/admission:FuzzServeHTTP
+FUZZ_TARGETS = internal/mutate:FuzzDecodeTaskCustom internal/mutate:FuzzDecide internal/mutate:FuzzSplitCommand internal/admission:FuzzServeHTTP
 FUZZTIME ?= 1m
 # Go minimises every new interesting input, for up to 60 s by default, and an
 # AdmissionReview of several KB takes that long, during which the worker
@@ -87,8 +89,9 @@ soak: build ## Hold SOAK_RATE (500) requests/s for SOAK_DURATION (60s), replacin
 		-rate $(SOAK_RATE) -rss-every 5s -rotate-every 20s
 
 .PHONY: golden
-golden: ## Rewrite the golden files (docs/hostile-inputs.md) from what the code answers now.
+golden: ## Rewrite the golden files (docs/hostile-inputs.md, the splitter's refused lines) from what the code answers now.
 	UPDATE_GOLDEN=1 $(GO) test -count=1 -run TestHostileInputs ./internal/admission
+	UPDATE_GOLDEN=1 $(GO) test -count=1 -run TestSplitCommandRefused ./internal/mutate
 
 .PHONY: envtest-assets
 envtest-assets: ## Obtain kube-apiserver and etcd for envtest, and print where they are.
@@ -109,10 +112,20 @@ bin/certs/tls.crt:
 	openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=localhost" \
 		-addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout bin/certs/tls.key -out bin/certs/tls.crt
 
+##@ Testdata
+
+.PHONY: testdata
+testdata: ## Regenerate testdata/flyte: MPIJobs built by Flyte's own backend (hack/flyte-testdata).
+	hack/flyte-testdata.sh generate testdata/flyte
+
+.PHONY: testdata-check
+testdata-check: ## Fail, with a diff, when testdata/flyte is not what hack/flyte-testdata generates.
+	hack/flyte-testdata.sh check testdata/flyte
+
 ##@ End to end
 
 .PHONY: test-e2e
-test-e2e: ## Run the real MPI operators against the webhook, and check the worker Pods they create.
+test-e2e: kustomize ## Run the real MPI operators against the webhook on the jobs Flyte builds (testdata/flyte), and check the Pods they create.
 	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
 		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) hack/e2e-operators.sh) && \
 	env $$operators $(ENVTEST_ENV) $(GO) test -count=1 -v ./test/e2e/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
@@ -125,9 +138,15 @@ KUBECTL ?= kubectl
 # undeploy: ignore-not-found=true ignores the objects that are gone already.
 ignore-not-found ?= false
 
-# hack/render renders config/default with the kustomize Go API, the image set
-# as `kustomize edit set image controller=$(IMG)` would, and edits no file:
-# no kustomize binary needed.
+# render-default prints config/default as `kustomize build` does, with the
+# image IMG set as `kustomize edit set image controller=IMG` sets it, in an
+# overlay in a temporary directory: no file of config/ is edited.
+define render-default
+overlay=$$(mktemp -d) && trap 'rm -rf "$$overlay"' EXIT && \
+	printf 'resources:\n- %s\n' "$$(realpath --relative-to="$$overlay" config/default)" > "$$overlay/kustomization.yaml" && \
+	(cd "$$overlay" && $(KUSTOMIZE) edit set image controller=$(IMG)) && \
+	$(KUSTOMIZE) build "$$overlay"
+endef
 
 .PHONY: docker-build
 docker-build: ## Build the image IMG.
@@ -138,41 +157,86 @@ docker-push: ## Push the image IMG.
 	$(CONTAINER_TOOL) push $(IMG)
 
 .PHONY: deploy
-deploy: ## Install config/default, with image IMG, into the cluster of the current kubectl context.
-	$(GO) run ./hack/render -image $(IMG) | $(KUBECTL) apply -f -
+deploy: kustomize ## Install config/default, with image IMG, into the cluster of the current kubectl context.
+	$(render-default) | $(KUBECTL) apply -f -
 
 .PHONY: undeploy
-undeploy: ## Remove config/default from the cluster of the current kubectl context.
-	$(GO) run ./hack/render | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+undeploy: kustomize ## Remove config/default from the cluster of the current kubectl context.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 .PHONY: build-installer
-build-installer: ## Write dist/install.yaml: config/default, with image IMG, as one file to kubectl apply -f.
-	$(GO) run ./hack/render -image $(IMG) -o dist/install.yaml
+build-installer: kustomize ## Write dist/install.yaml: config/default, with image IMG, as one file to kubectl apply -f.
+	@mkdir -p dist
+	$(render-default) > dist/install.yaml.tmp
+	mv dist/install.yaml.tmp dist/install.yaml
 
 ##@ Performance
 
-# Where make bench writes each benchmark's full output.
-BENCH_DIR ?= bin/bench
+# Where make bench writes each step's full output, and the table.
+BENCH_DIR ?= $(CURDIR)/bin/bench
 # Runs of the in-process benchmark; the table compares medians.
 BENCH_COUNT ?= 6
-BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
 
 .PHONY: bench
-bench: build bin/noop-webhook bin/benchstat ## Benchmark the webhook against the floor: in process, over TLS, through the API server (docs/PERFORMANCE.md).
+bench: build kustomize benchstat vegeta ## Benchmark the webhook against references, in process, over TLS and through the API server: one table (docs/PERFORMANCE.md).
 	@mkdir -p $(BENCH_DIR)
-	@echo "[1/3] in process: go test -bench BenchmarkAdmit, $(BENCH_COUNT) runs > $(BENCH_DIR)/admit.txt"
-	@$(GO) test -run '^$$' -bench '^BenchmarkAdmit$$' -benchmem -count $(BENCH_COUNT) ./internal/admission > $(BENCH_DIR)/admit.txt
-	@bin/benchstat -row /version -col /path -filter '.unit:(sec/op OR cpu-sec/op OR allocs/op)' $(BENCH_DIR)/admit.txt > $(BENCH_DIR)/admit-benchstat.txt
-	@echo "[2/3] over TLS on loopback: hack/load, bin/webhook against bin/noop-webhook > $(BENCH_DIR)/load.txt"
-	@$(GO) run ./hack/load -webhook-bin bin/webhook -noop-bin bin/noop-webhook -rows $(BENCH_DIR)/load.json > $(BENCH_DIR)/load.txt
-	@echo "[3/3] through the API server: test/envtest/bench > $(BENCH_DIR)/apiserver.txt"
-	@$(ENVTEST_ENV) $(GO) run ./test/envtest/bench -rows $(BENCH_DIR)/apiserver.json > $(BENCH_DIR)/apiserver.txt
-	@echo
-	@$(GO) run ./hack/benchtable -admit $(BENCH_DIR)/admit.txt $(BENCH_DIR)/load.json $(BENCH_DIR)/apiserver.json
+	$(GO) build -o bin/noop-webhook ./test/bench/noop-webhook
+	$(GO) test -run '^$$' -bench '^BenchmarkAdmit$$' -benchmem -count $(BENCH_COUNT) ./internal/admission > $(BENCH_DIR)/admit.txt
+	$(BENCHSTAT) -row /case -col /path $(BENCH_DIR)/admit.txt > $(BENCH_DIR)/admit-benchstat.txt
+	$(ENVTEST_ENV) BENCH_DIR=$(BENCH_DIR) VEGETA=$(VEGETA) $(GO) test -count=1 -timeout 30m ./test/bench > $(BENCH_DIR)/bench.txt \
+		|| { cat $(BENCH_DIR)/bench.txt; exit 1; }
+	@echo; cat $(BENCH_DIR)/table.txt
 
-.PHONY: bin/noop-webhook
-bin/noop-webhook: ## Build bin/noop-webhook, the reference make bench drives beside bin/webhook.
-	$(GO) build -o bin/noop-webhook ./hack/noop-webhook
+##@ Tools
 
-bin/benchstat:
-	GOBIN=$(CURDIR)/bin $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+# Where the tools are built: bin/ of the repository.
+LOCALBIN ?= $(CURDIR)/bin
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+# The tools, and their versions, which hack/tools/go.mod pins (a module of its
+# own, so that none of them is a dependency of the webhook): `go get` there to
+# change one.
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+# internal/manifests runs $KUSTOMIZE to render config/ for the tests.
+export KUSTOMIZE
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+BENCHSTAT ?= $(LOCALBIN)/benchstat
+VEGETA ?= $(LOCALBIN)/vegeta
+tool-version = $(shell $(GO) -C hack/tools list -m -f '{{.Version}}' $(1))
+KUSTOMIZE_VERSION ?= $(call tool-version,sigs.k8s.io/kustomize/kustomize/v5)
+GOLANGCI_LINT_VERSION ?= $(call tool-version,github.com/golangci/golangci-lint/v2)
+BENCHSTAT_VERSION ?= $(call tool-version,golang.org/x/perf)
+VEGETA_VERSION ?= $(call tool-version,github.com/tsenart/vegeta/v12)
+
+.PHONY: tools
+tools: kustomize golangci-lint benchstat vegeta ## Build every tool below into bin/.
+
+.PHONY: kustomize
+kustomize: $(LOCALBIN) ## Build bin/kustomize, which renders config/ (deploy, the manifests tests, envtest).
+	$(call go-build-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(LOCALBIN) ## Build bin/golangci-lint, which make lint runs.
+	$(call go-build-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+.PHONY: benchstat
+benchstat: $(LOCALBIN) ## Build bin/benchstat, which make bench runs on the in-process benchmark.
+	$(call go-build-tool,$(BENCHSTAT),golang.org/x/perf/cmd/benchstat,$(BENCHSTAT_VERSION))
+
+.PHONY: vegeta
+vegeta: $(LOCALBIN) ## Build bin/vegeta, the load generator of make bench.
+	$(call go-build-tool,$(VEGETA),github.com/tsenart/vegeta/v12,$(VEGETA_VERSION))
+
+# go-build-tool builds package $(2) of hack/tools at version $(3) into
+# $(1)-$(3), and links $(1) to it, unless that is done already: kubebuilder's
+# go-install-tool, with the version from hack/tools/go.mod.
+define go-build-tool
+@[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$(1)-$(3)" ] || { \
+set -e; \
+echo "Building $(2)@$(3) into $(1)"; \
+rm -f "$(1)"; \
+$(GO) -C hack/tools build -o "$(1)-$(3)" $(2); \
+ln -sf "$(1)-$(3)" "$(1)"; \
+}
+endef

@@ -9,7 +9,6 @@ require (
 	github.com/go-openapi/jsonpointer v1.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/kubeflow/mpi-operator v0.8.2
-	github.com/mattn/go-shellwords v1.0.16
 	github.com/onsi/ginkgo/v2 v2.27.4
 	github.com/onsi/gomega v1.42.1
 	github.com/prometheus/client_golang v1.24.0
@@ -21,6 +20,7 @@ require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	mvdan.cc/sh/v3 v3.14.1
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/json v0.0.0-20260909141634-11ed52e25bc5
 	sigs.k8s.io/kustomize/api v0.21.2

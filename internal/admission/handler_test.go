@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"slices"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -196,15 +196,16 @@ func TestServeHTTPBodyLimitWithoutLength(t *testing.T) {
 // and nothing else changes; any other job is left as Flyte made it.
 func TestAdmitFlyteBuiltJobs(t *testing.T) {
 	want := map[string]mutate.Source{ // by job name; SourceNone: unchanged
-		"horovod-worker-command":          mutate.SourceFlyteWorkerArgs,
-		"horovod-both-commands":           mutate.SourceFlyteWorkerArgs,
-		"legacy-v0-worker-spec-command":   mutate.SourceFlyteWorkerArgs,
-		"horovod-pod-template-annotation": mutate.SourceTaskCustom,
-		"horovod-task-annotations":        mutate.SourceTaskCustom,
-		"horovod-launch-plan-annotations": mutate.SourceTaskCustom,
-		"horovod-no-worker-command":       mutate.SourceNone,
-		"horovod-launcher-command":        mutate.SourceNone,
-		"mpi-plain":                       mutate.SourceNone,
+		"horovod-worker-command":               mutate.SourceFlyteWorkerArgs,
+		"horovod-fast-register-worker-command": mutate.SourceFlyteWorkerArgs,
+		"horovod-both-commands":                mutate.SourceFlyteWorkerArgs,
+		"legacy-v0-worker-spec-command":        mutate.SourceFlyteWorkerArgs,
+		"horovod-pod-template-annotation":      mutate.SourceTaskCustom,
+		"horovod-task-annotations":             mutate.SourceTaskCustom,
+		"horovod-launch-plan-annotations":      mutate.SourceTaskCustom,
+		"horovod-no-worker-command":            mutate.SourceNone,
+		"horovod-launcher-command":             mutate.SourceNone,
+		"mpi-plain":                            mutate.SourceNone,
 	}
 	for _, version := range []string{"v1", "v2beta1"} {
 		names, err := fixtures.FlyteJobNames(version)

@@ -209,7 +209,11 @@ func describeAnswer(t *testing.T, rec *httptest.ResponseRecorder) (answer, messa
 		}
 		var paths []string
 		for _, op := range ops {
-			paths = append(paths, fmt.Sprint(op["op"], " ", strings.TrimPrefix(fmt.Sprint(op["path"]), "/spec/mpiReplicaSpecs/Worker/template/spec")))
+			path := strings.TrimPrefix(fmt.Sprint(op["path"]), "/spec/mpiReplicaSpecs/Worker/template/spec")
+			if source, ok := op["value"].(string); ok && strings.HasPrefix(path, "/metadata/annotations/") {
+				path += " = " + source // the source annotation: where the command came from
+			}
+			paths = append(paths, fmt.Sprint(op["op"], " ", path))
 		}
 		answer = "patched: " + strings.Join(paths, ", ")
 	default:
