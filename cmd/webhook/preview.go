@@ -111,6 +111,7 @@ func admit(h *admission.Handler, object []byte, gvk schema.GroupVersionKind) (*a
 		Request: &admissionv1.AdmissionRequest{
 			UID:       "preview",
 			Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+			Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: "mpijobs"},
 			Operation: admissionv1.Create,
 			Object:    runtime.RawExtension{Raw: object},
 		},
