@@ -143,7 +143,7 @@ func TestHostileInputs(t *testing.T) {
 			func(j map[string]any) { delete(j["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any), "Launcher") }))},
 	}
 	if len(cases) < 30 {
-		t.Fatalf("only %d hostile inputs; the issue asks for 30 at least", len(cases))
+		t.Fatalf("only %d hostile inputs; the page promises 30 at least", len(cases))
 	}
 
 	var doc strings.Builder
