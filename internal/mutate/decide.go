@@ -79,6 +79,13 @@ func Decide(job *Job, opts Options) Decision {
 	}
 	d.Outcome = OutcomeUnchanged
 	worker := job.Spec.MPIReplicaSpecs.Worker.mpiContainer()
+	if i := namedContainer(job.Spec.MPIReplicaSpecs.Worker, opts.ContainerName); i > 0 {
+		// Whatever the webhook does, the operators run MPI in the first
+		// container: the job cannot work until its MPI container comes first.
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: is named %q, but the MPI operators run MPI, sshd and its keys "+
+			"in the first container, %q, which is the one the worker command goes to; put the MPI container first",
+			workerContainersField.Index(i), opts.ContainerName, worker.Name))
+	}
 	if len(command) == 0 && opts.InferWorkerCommand {
 		var warning string
 		command, warning = DeclaredWorkerCommand(job)
@@ -108,11 +115,6 @@ func Decide(job *Job, opts Options) Decision {
 		return d
 	}
 	d.Container, d.ContainerName = 0, worker.Name
-	if i := namedContainer(job.Spec.MPIReplicaSpecs.Worker, opts.ContainerName); i > 0 {
-		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: is named %q, but the MPI operators run MPI, sshd and its keys "+
-			"in the first container, %q, so that one was patched; put the MPI container first",
-			workerContainersField.Index(i), opts.ContainerName, worker.Name))
-	}
 	d.Command, d.Args = placeCommand(command, opts.InjectAs)
 	if slices.Equal(words(worker.Command), d.Command) && slices.Equal(words(worker.Args), d.Args) {
 		return d // already runs the worker command: a reinvocation, or set by hand
@@ -236,6 +238,9 @@ func checkSize(value string) error {
 // namedContainer returns the index of the first of a replica's containers
 // named name, or -1.
 func namedContainer(r *ReplicaSpec, name string) int {
+	if r == nil {
+		return -1
+	}
 	return slices.IndexFunc(r.Template.Spec.Containers, func(c Container) bool { return c.Name == name })
 }
 

@@ -227,7 +227,7 @@ func TestDecide(t *testing.T) {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "sidecar", Args: list("proxy")}, Container{Name: "mpi", Args: list(taskArgs...)}).obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "sidecar", Command: sshd,
-				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", so that one was patched; put the MPI container first`},
+				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`},
 				Patch:    sshdPatch("0", SourceTaskCustom)},
 		},
 		"the first container when none has the name": {
@@ -242,6 +242,11 @@ func TestDecide(t *testing.T) {
 			opts: func(o *Options) { o.ContainerName = "horovod" },
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "horovod",
 				Command: sshd, Patch: sshdPatch("0", SourceTaskCustom)},
+		},
+		"a sidecar before the MPI container: a warning, even with no command to inject": {
+			job: flyteJob().containers(Container{Name: "sidecar"}, Container{Name: "mpi", Args: list(sshd...)}).obj(),
+			want: result{Outcome: OutcomeUnchanged, Container: -1,
+				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`}},
 		},
 		"duplicate container names: the first": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).

@@ -68,10 +68,11 @@ type Container struct {
 }
 
 // mpiContainer returns the container that both MPI operators treat as the MPI
-// container of a replica: the first. training-operator v1.8.1 gives it the
-// `sleep 365d` default of a worker without command, the kubexec mount and the
-// MPI environment; mpi-operator v0.8.2 gives it the sshd default, the
-// environment and the SSH-key mount. nil when the replica has no container.
+// container of a replica: the first. training-operator v1.8.1 gives a
+// worker's the `sleep 365d` default of a container without command and the
+// kubexec mount, and a launcher's the MPI environment; mpi-operator v0.8.2
+// gives it the sshd default, the environment and the SSH-key mount. nil when
+// the replica has no container.
 func (r *ReplicaSpec) mpiContainer() *Container {
 	if r == nil || len(r.Template.Spec.Containers) == 0 {
 		return nil
