@@ -1,12 +1,14 @@
 // Package operator runs an MPI operator's controller, built from the Go
-// module proxy by hack/e2e-operators.sh, against an envtest API server, for
-// the end-to-end suites in test/e2e/mpioperator and test/e2e/trainingoperator.
-// There is no kubelet: the suites assert on the Pods the controller creates.
+// module proxy by hack/e2e-operators.sh, against an envtest API server with
+// the webhook, and holds what the end-to-end suites in test/e2e/mpioperator
+// and test/e2e/trainingoperator share: a namespace per spec, the end of the
+// controller's log when a spec fails, and waits for what the controller
+// creates. There is no kubelet: the suites assert on the Pods the
+// controller creates.
 package operator
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,9 +17,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // stopGrace is how long Stop waits for the controller to exit on SIGTERM before it kills it.
@@ -121,13 +120,4 @@ func (p *Process) LogTail(lines int) string {
 		}
 	}
 	return string(b)
-}
-
-// Pods lists the Pods in namespace that carry every one of labels.
-func Pods(ctx context.Context, c client.Client, namespace string, labels map[string]string) ([]corev1.Pod, error) {
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
-		return nil, err
-	}
-	return pods.Items, nil
 }

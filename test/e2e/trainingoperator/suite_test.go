@@ -1,21 +1,19 @@
 // Package trainingoperator_test runs training-operator's controller, with
 // only its MPIJob scheme (kubeflow.org/v1), against an API server with the
-// webhook, and checks the worker Pods it creates.
+// webhook, and checks the Pods it creates for the jobs Flyte creates.
 package trainingoperator_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL
-	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +22,7 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/e2e/operator"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 func TestTrainingOperator(t *testing.T) {
@@ -48,51 +47,57 @@ const (
 	certDir    = "/tmp/k8s-webhook-server/serving-certs"
 )
 
-// createTimeout bounds the wait for the controller to create a job's Pods,
-// its start included.
-const createTimeout = 2 * time.Minute
-
-// sleep is what training-operator runs in a worker whose container has no command.
-var sleep = []string{"sleep"}
-
+// What training-operator v1.8.1 (pkg/controller.v1/mpi) gives the first
+// container of a replica, the one it treats as the MPI container.
 var (
-	env        *framework.Env
-	controller *operator.Process
+	// sleep and sleepArgs are what a worker runs whose first container has no command.
+	sleep, sleepArgs = []string{"sleep"}, []string{"365d"}
+	// configMount is the kubexec.sh (and, for the launcher, hostfile)
+	// ConfigMap, mounted into the first container of every replica.
+	configMount = corev1.VolumeMount{Name: "mpi-job-config", MountPath: "/etc/mpi"}
+	// kubectlMount holds the kubectl that the launcher's kubexec.sh runs.
+	kubectlMount = corev1.VolumeMount{Name: "mpi-job-kubectl", MountPath: "/opt/kube"}
+	// launcherEnv is what the launcher's first container gets, without GPUs.
+	launcherEnv = []corev1.EnvVar{
+		{Name: "OMPI_MCA_plm_rsh_agent", Value: "/etc/mpi/kubexec.sh"},
+		{Name: "OMPI_MCA_orte_default_hostfile", Value: "/etc/mpi/hostfile"},
+		{Name: "NVIDIA_VISIBLE_DEVICES"},
+		{Name: "NVIDIA_DRIVER_CAPABILITIES"},
+		{Name: "I_MPI_HYDRA_BOOTSTRAP", Value: "rsh"},
+		{Name: "I_MPI_HYDRA_BOOTSTRAP_EXEC", Value: "/etc/mpi/kubexec.sh"},
+	}
 )
+
+var cluster = &operator.Cluster{}
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	binary, err := operator.Binary("TRAINING_OPERATOR_BIN")
 	Expect(err).NotTo(HaveOccurred())
-	env, err = framework.Start(ctx, "v1")
+	cluster.Env, err = framework.Start(ctx, "v1")
 	Expect(err).NotTo(HaveOccurred())
 	injectArgs := mutate.DefaultOptions()
 	injectArgs.InjectAs = mutate.InjectArgs
-	Expect(env.ServeLabelled(ctx, InjectAsArgsLabel, injectArgs)).To(Succeed())
+	Expect(cluster.Env.ServeLabelled(ctx, InjectAsArgsLabel, injectArgs)).To(Succeed())
 
-	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})).To(Succeed())
+	c := cluster.Env.Client
+	Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}})).To(Succeed())
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: certSecret}}
-	Expect(env.Client.Create(ctx, secret)).To(Succeed())
+	Expect(c.Create(ctx, secret)).To(Succeed())
 
-	dir := GinkgoT().TempDir()
-	kubeconfig, err := env.WriteKubeConfig(dir)
-	Expect(err).NotTo(HaveOccurred())
 	webhookPort, err := framework.FreePort("127.0.0.1")
 	Expect(err).NotTo(HaveOccurred())
-	controller, err = operator.Start("training-operator", binary, kubeconfig, dir,
-		[]string{"MY_POD_NAMESPACE=" + operatorNamespace},
-		"--kubeconfig", kubeconfig, "--enable-scheme", "mpijob", "--leader-elect=false",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--webhook-server-port", strconv.Itoa(webhookPort))
-	Expect(err).NotTo(HaveOccurred())
+	cluster.StartController("training-operator", binary, []string{"MY_POD_NAMESPACE=" + operatorNamespace},
+		func(kubeconfig string) []string {
+			return []string{"--kubeconfig", kubeconfig, "--enable-scheme", "mpijob", "--leader-elect=false",
+				"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+				"--webhook-server-port", strconv.Itoa(webhookPort)}
+		})
 
 	// Play the kubelet: mount the certificate the controller wrote into its Secret.
-	Eventually(ctx, func(g Gomega) {
-		if err := controller.Exited(); err != nil {
-			StopTrying("training-operator is not running").Wrap(err).Now()
-		}
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
+	cluster.Await(ctx, func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
 		g.Expect(secret.Data).To(HaveKey(corev1.TLSCertKey))
-	}).Should(Succeed())
+	})
 	if _, err := os.Stat(certDir); errors.Is(err, fs.ErrNotExist) {
 		// Best effort: leave the directories as they were, unless another process wrote into them meanwhile.
 		DeferCleanup(func() { _ = os.Remove(certDir); _ = os.Remove(filepath.Dir(certDir)) })
@@ -105,104 +110,95 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 }, NodeTimeout(framework.StartTimeout))
 
-var _ = AfterSuite(func() {
-	if controller != nil {
-		Expect(controller.Stop()).To(Succeed())
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
-})
+var _ = AfterSuite(cluster.Stop)
 
 var _ = Describe("training-operator v1.8.1", func() {
 	var namespace string
 
 	BeforeEach(func(ctx SpecContext) {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
-		Expect(env.Client.Create(ctx, ns)).To(Succeed())
-		namespace = ns.Name
-		DeferCleanup(func(ctx context.Context) {
-			Expect(client.IgnoreNotFound(env.Client.Delete(ctx, ns))).To(Succeed())
-		})
+		namespace = cluster.Namespace(ctx)
 	})
-
-	AfterEach(func() {
-		if CurrentSpecReport().Failed() {
-			fmt.Fprintf(GinkgoWriter, "training-operator's log ends with:\n%s\n", controller.LogTail(60))
-		}
-	})
-
-	// pods waits for the controller to create the Pods of one replica type
-	// (worker, launcher) of job, as the API server stored it, and returns them.
-	pods := func(ctx context.Context, job *unstructured.Unstructured, replicaType string, count int) []corev1.Pod {
-		GinkgoHelper()
-		var pods []corev1.Pod
-		Eventually(ctx, func(g Gomega) {
-			if err := controller.Exited(); err != nil {
-				StopTrying("training-operator is not running").Wrap(err).Now()
-			}
-			var err error
-			pods, err = operator.Pods(ctx, env.Client, namespace, map[string]string{
-				"training.kubeflow.org/job-name":     job.GetName(),
-				"training.kubeflow.org/replica-type": replicaType,
-			})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods).To(HaveLen(count))
-		}).WithTimeout(createTimeout).Should(Succeed())
-		return pods
-	}
 
 	It("with --inject-as=command, the default, runs sshd in every worker, and leaves the launcher alone", func(ctx SpecContext) {
-		job := env.FlyteJob(namespace).Annotation(mutate.AnnotationTaskCustom, framework.FlytekitCustom).Obj()
-		sent := job.DeepCopy()
-		Expect(env.Client.Create(ctx, job)).To(Succeed())
+		job := cluster.Env.Job(namespace, fixtures.HorovodTaskAnnotations).Obj()
+		sent := cluster.Create(ctx, job)
 
-		Expect(pods(ctx, job, "worker", workerReplicas(job))).To(HaveEach(HaveField("Spec.Containers", ContainElement(And(
-			HaveField("Name", "mpi"), HaveField("Command", Equal(framework.SSHD)), HaveField("Args", BeEmpty()),
-		)))))
-		Expect(pods(ctx, job, "launcher", 1)).To(HaveEach(HaveField("Spec.Containers", ContainElement(And(
-			HaveField("Name", "mpi"), HaveField("Command", BeEmpty()), HaveField("Args", Equal(args(sent, "Launcher"))),
-		)))))
+		Expect(pods(ctx, job, "worker")).To(HaveEach(operator.Runs(fixtures.SSHD, nil)))
+		Expect(pods(ctx, job, "launcher")).To(HaveEach(operator.Runs(nil, operator.Args(sent, "Launcher"))))
 	})
 
 	It("with --inject-as=args, Flyte's old behaviour, replaces the worker command with `sleep 365d`", func(ctx SpecContext) {
-		job := env.FlyteJob(namespace).Label(InjectAsArgsLabel, "true").
-			Annotation(mutate.AnnotationTaskCustom, framework.FlytekitCustom).Obj()
-		Expect(env.Client.Create(ctx, job)).To(Succeed())
+		job := cluster.Env.Job(namespace, fixtures.HorovodTaskAnnotations).Label(InjectAsArgsLabel, "true").Obj()
+		cluster.Create(ctx, job)
 		// The webhook did inject sshd, as args; the controller throws it away.
-		Expect(framework.WorkerContainers(job)).To(HaveExactElements(And(
-			HaveKeyWithValue("name", "mpi"), HaveKeyWithValue("args", framework.AnyList(framework.SSHD)), Not(HaveKey("command")),
-		)))
+		Expect(operator.Containers(job, "Worker")).To(HaveExactElements(And(
+			HaveField("Name", "mpi"), HaveField("Command", BeEmpty()), HaveField("Args", Equal(fixtures.SSHD)))))
 
-		Expect(pods(ctx, job, "worker", workerReplicas(job))).To(HaveEach(HaveField("Spec.Containers", ContainElement(And(
-			HaveField("Name", "mpi"), HaveField("Command", Equal(sleep)), HaveField("Args", Equal([]string{"365d"})),
-		)))))
+		Expect(pods(ctx, job, "worker")).To(HaveEach(operator.Runs(sleep, sleepArgs)))
 	})
 
 	It("without the annotation, replaces Flyte's copied task args in every worker with `sleep 365d`", func(ctx SpecContext) {
-		job := env.FlyteJob(namespace).Obj()
-		sent := job.DeepCopy()
-		Expect(env.Client.Create(ctx, job)).To(Succeed())
-		Expect(args(sent, "Worker")).To(ContainElement("pyflyte-execute"))
+		job := cluster.Env.Job(namespace, fixtures.HorovodNoWorkerCommand).Obj()
+		cluster.Create(ctx, job)
+		Expect(operator.Args(job, "Worker")).To(ContainElement("pyflyte-execute"))
 
-		Expect(pods(ctx, job, "worker", workerReplicas(job))).To(HaveEach(HaveField("Spec.Containers", ContainElement(And(
-			HaveField("Name", "mpi"), HaveField("Command", Equal(sleep)), HaveField("Args", Equal([]string{"365d"})),
-		)))))
+		Expect(pods(ctx, job, "worker")).To(HaveEach(operator.Runs(sleep, sleepArgs)))
+	})
+
+	// The jobs of tasks that declare their worker command, as Flyte creates
+	// them: with no annotation, the declaration is in the Worker's args.
+	DescribeTable("a Flyte-built job whose task declares its worker command, with no annotation",
+		func(ctx SpecContext, name string, hooked bool, command, args []string) {
+			sent, job := cluster.CreateDeclared(ctx, namespace, name, hooked)
+			Expect(pods(ctx, job, "worker")).To(HaveEach(operator.Runs(command, args)))
+			Expect(pods(ctx, job, "launcher")).To(HaveEach(operator.Runs(nil, operator.Args(sent, "Launcher"))))
+		},
+		Entry("Worker(command=sshd…): the webhook makes the args the command, and every worker runs sshd",
+			fixtures.HorovodWorkerCommand, true, fixtures.SSHD, nil),
+		Entry("Worker(command=sshd…) without the webhook: every worker runs `sleep 365d`",
+			fixtures.HorovodWorkerCommand, false, sleep, sleepArgs),
+		Entry("Worker(command=sshd…), fast-registered: every worker runs sshd",
+			fixtures.HorovodFastRegisterWorkerCommand, true, fixtures.SSHD, nil),
+		Entry("a v0 task's worker_spec_command: every worker runs sshd",
+			fixtures.LegacyWorkerSpecCommand, true, fixtures.SSHD, nil),
+		Entry("a v0 task's worker_spec_command without the webhook: every worker runs `sleep 365d`",
+			fixtures.LegacyWorkerSpecCommand, false, sleep, sleepArgs),
+	)
+
+	// A pod template that lists a sidecar before the task's container puts it
+	// first in both replicas. training-operator treats the first container of
+	// each as the MPI container (newWorker, newLauncher): so does the webhook.
+	It("with a sidecar before the mpi container, runs sshd in the sidecar, which the controller treats as the MPI container", func(ctx SpecContext) {
+		sent, job := cluster.CreateWithSidecar(ctx, namespace)
+
+		// The webhook gives the sidecar the command; the mpi container keeps
+		// the task args Flyte copied, which no operator looks at.
+		worker := operator.Project(operator.Containers(sent, "Worker"))
+		worker[0].Command = fixtures.SSHD
+		worker[0].VolumeMounts = append(worker[0].VolumeMounts, configMount)
+		for _, pod := range pods(ctx, job, "worker") {
+			Expect(operator.Project(pod.Spec.Containers)).To(Equal(worker), "worker Pod %s", pod.Name)
+		}
+
+		launcher := operator.Project(operator.Containers(sent, "Launcher"))
+		launcher[0].Env = append(launcher[0].Env, launcherEnv...)
+		launcher[0].VolumeMounts = append(launcher[0].VolumeMounts, kubectlMount, configMount)
+		for _, pod := range pods(ctx, job, "launcher") {
+			Expect(operator.Project(pod.Spec.Containers)).To(Equal(launcher), "launcher Pod %s", pod.Name)
+		}
 	})
 })
 
-// args returns the args of the first container of one of job's replicas.
-func args(job *unstructured.Unstructured, replica string) []string {
+// pods waits for the controller to create the Pods of one replica type
+// (worker, launcher) of job, as the API server stored it, and returns them.
+func pods(ctx context.Context, job *unstructured.Unstructured, replicaType string) []corev1.Pod {
 	GinkgoHelper()
-	args, err := framework.ReplicaArgs(job, replica)
-	Expect(err).NotTo(HaveOccurred())
-	return args
-}
-
-// workerReplicas returns the number of workers job asks for, as the API server stored it.
-func workerReplicas(job *unstructured.Unstructured) int {
-	GinkgoHelper()
-	replicas, err := framework.WorkerReplicas(job)
-	Expect(err).NotTo(HaveOccurred())
-	return replicas
+	count := 1
+	if replicaType == "worker" {
+		count = operator.WorkerCount(job)
+	}
+	return cluster.Pods(ctx, job.GetNamespace(), map[string]string{
+		"training.kubeflow.org/job-name":     job.GetName(),
+		"training.kubeflow.org/replica-type": replicaType,
+	}, count)
 }
