@@ -1,0 +1,443 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery"
+	pluginscatalog "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/catalog"
+	pluginscore "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/encoding"
+	pluginsio "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/io"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/ioutils"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/k8s"
+	_ "github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi" // registers the "mpi" k8s plugin
+	"github.com/flyteorg/flyte/flytepropeller/pkg/apis/flyteworkflow/v1alpha1"
+	"github.com/flyteorg/flyte/flytepropeller/pkg/compiler"
+	"github.com/flyteorg/flyte/flytepropeller/pkg/compiler/common"
+	wfbuilder "github.com/flyteorg/flyte/flytepropeller/pkg/compiler/transformers/k8s"
+	"github.com/flyteorg/flyte/flytepropeller/pkg/controller/executors/mocks"
+	taskk8s "github.com/flyteorg/flyte/flytepropeller/pkg/controller/nodes/task/k8s"
+	propellerutils "github.com/flyteorg/flyte/flytepropeller/pkg/utils"
+	"github.com/flyteorg/flyte/flytestdlib/promutils"
+	"github.com/flyteorg/flyte/flytestdlib/storage"
+)
+
+// The fixed identity of every generated execution, so that the output is
+// byte-for-byte reproducible. The names follow what a sandbox deployment of
+// flyteadmin and flytepropeller produce for project flytesnacks, domain
+// development.
+const (
+	project        = "flytesnacks"
+	domain         = "development"
+	executionName  = "f3a1b2c4d5e6g7h8i9j0"
+	workflowUID    = "0b0f6c4e-6d1a-4c5e-9a3b-2f7e8d9c1a20"
+	nodeID         = "n0"
+	metadataPrefix = "s3://my-s3-bucket/metadata/propeller"
+	rawDataPrefix  = "s3://my-s3-bucket/data"
+	// namespace is flyteadmin's default namespace template, {{ project }}-{{ domain }}.
+	namespace = project + "-" + domain
+	// generatedNameMaxLength is flytepropeller's task.IDMaxLength: the mpi
+	// plugin sets no GeneratedNameMaxLength of its own.
+	generatedNameMaxLength = 50
+)
+
+// execution is what the generator needs from flyteadmin for one execution:
+// the labels and annotations given to the launch plan or the execution,
+// which flyteadmin merges into the FlyteWorkflow's metadata.
+type execution struct {
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// buildMPIJob runs Flyte's backend on one task: flytepropeller compiles a
+// one-node workflow around the task and turns it into a FlyteWorkflow, and
+// flytepropeller's k8s PluginManager drives flyteplugins' mpi plugin to
+// create the MPIJob in a fake Kubernetes client, from which it is read back.
+func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec execution) (*kubeflowv1.MPIJob, error) {
+	wf, err := buildFlyteWorkflow(tmpl, exec)
+	if err != nil {
+		return nil, err
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering client-go types: %w", err)
+	}
+	if err := kubeflowv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering kubeflow.org/v1 types: %w", err)
+	}
+	kubeClient := fake.NewClientBuilder().WithScheme(scheme).Build()
+
+	entry, err := mpiPluginEntry()
+	if err != nil {
+		return nil, err
+	}
+	// No clientset: the plugin manager uses one only to watch events, which
+	// flyteplugins' default configuration (SendObjectEvents) turns off.
+	manager, err := taskk8s.NewPluginManager(ctx, setupContext{client: kubeClient}, entry,
+		taskk8s.NewResourceMonitorIndex(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("creating flytepropeller's k8s plugin manager for %q: %w", entry.ID, err)
+	}
+
+	tCtx, err := newTaskExecutionContext(ctx, wf)
+	if err != nil {
+		return nil, err
+	}
+	transition, err := manager.Handle(ctx, tCtx)
+	if err != nil {
+		return nil, fmt.Errorf("plugin manager Handle for task %q: %w", tmpl.GetId().GetName(), err)
+	}
+	if phase := transition.Info().Phase(); phase != pluginscore.PhaseQueued {
+		return nil, fmt.Errorf("plugin manager Handle for task %q: phase %v (%v), want %v",
+			tmpl.GetId().GetName(), phase, transition.Info().Err(), pluginscore.PhaseQueued)
+	}
+
+	var jobs kubeflowv1.MPIJobList
+	if err := kubeClient.List(ctx, &jobs); err != nil {
+		return nil, fmt.Errorf("listing the MPIJobs the plugin manager created: %w", err)
+	}
+	if len(jobs.Items) != 1 {
+		return nil, fmt.Errorf("the plugin manager created %d MPIJobs for task %q, want 1", len(jobs.Items), tmpl.GetId().GetName())
+	}
+	job := jobs.Items[0].DeepCopy()
+	// The API server's bookkeeping, not what Flyte sent.
+	job.ResourceVersion = ""
+	job.TypeMeta = metav1.TypeMeta{APIVersion: kubeflowv1.SchemeGroupVersion.String(), Kind: kubeflowv1.MPIJobKind}
+	return job, nil
+}
+
+// mpiPluginEntry returns the k8s plugin that flyteplugins' mpi package
+// registered for task type "mpi", exactly as flytepropeller loads it.
+func mpiPluginEntry() (k8s.PluginEntry, error) {
+	for _, e := range pluginmachinery.PluginRegistry().GetK8sPlugins() {
+		if e.ID == "mpi" {
+			return e, nil
+		}
+	}
+	return k8s.PluginEntry{}, errors.New(`flyteplugins registered no k8s plugin with ID "mpi"`)
+}
+
+// buildFlyteWorkflow compiles a workflow with one node that runs tmpl and
+// builds the FlyteWorkflow that flyteadmin hands to flytepropeller, with
+// flyteadmin's PrepareFlyteWorkflow metadata merge.
+func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec execution) (*v1alpha1.FlyteWorkflow, error) {
+	compiledTask, err := compiler.CompileTask(tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("compiling task %q: %w", tmpl.GetId().GetName(), err)
+	}
+	wfTemplate := &core.WorkflowTemplate{
+		Id: &core.Identifier{
+			ResourceType: core.ResourceType_WORKFLOW,
+			Project:      project,
+			Domain:       domain,
+			Name:         workflowName,
+			Version:      tmpl.GetId().GetVersion(),
+		},
+		Metadata:         &core.WorkflowMetadata{},
+		MetadataDefaults: &core.WorkflowMetadataDefaults{},
+		Interface: &core.TypedInterface{
+			Inputs:  &core.VariableMap{Variables: map[string]*core.Variable{}},
+			Outputs: &core.VariableMap{Variables: map[string]*core.Variable{}},
+		},
+		Nodes: []*core.Node{{
+			Id:       nodeID,
+			Metadata: &core.NodeMetadata{Name: taskFunction, Retries: &core.RetryStrategy{}},
+			Target: &core.Node_TaskNode{TaskNode: &core.TaskNode{
+				Reference: &core.TaskNode_ReferenceId{ReferenceId: tmpl.GetId()},
+			}},
+		}},
+	}
+	closure, err := compiler.CompileWorkflow(wfTemplate, nil, []*core.CompiledTask{compiledTask}, []common.InterfaceProvider{})
+	if err != nil {
+		return nil, fmt.Errorf("compiling workflow around task %q: %w", tmpl.GetId().GetName(), err)
+	}
+	execID := &core.WorkflowExecutionIdentifier{Project: project, Domain: domain, Name: executionName}
+	wf, err := wfbuilder.BuildFlyteWorkflow(closure, &core.LiteralMap{}, execID, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("building the FlyteWorkflow for task %q: %w", tmpl.GetId().GetName(), err)
+	}
+
+	// flyteadmin's PrepareFlyteWorkflow (workflowengine/impl/prepare_execution.go):
+	// the execution id, then the execution's labels and annotations, which
+	// override the FlyteWorkflow's own (addMapValues).
+	wf.ExecutionID = v1alpha1.WorkflowExecutionIdentifier{WorkflowExecutionIdentifier: execID}
+	wf.Labels = mergeInto(wf.Labels, exec.Labels)
+	wf.Annotations = mergeInto(wf.Annotations, exec.Annotations)
+	if wf.WorkflowMeta == nil {
+		wf.WorkflowMeta = &v1alpha1.WorkflowMeta{}
+	}
+	wf.WorkflowMeta.EventVersion = v1alpha1.EventVersion2
+	wf.RawOutputDataConfig = v1alpha1.RawOutputDataConfig{RawOutputDataConfig: &adminRawOutputDataConfig}
+	// What the API server assigns when flyteadmin creates the FlyteWorkflow.
+	wf.UID = types.UID(workflowUID)
+	return wf, nil
+}
+
+// mergeInto copies overrides into base, like flyteadmin's addMapValues.
+func mergeInto(base, overrides map[string]string) map[string]string {
+	if base == nil {
+		base = map[string]string{}
+	}
+	for k, v := range overrides {
+		base[k] = v
+	}
+	return base
+}
+
+// newTaskExecutionContext builds the task execution context that
+// flytepropeller's task handler gives a plugin for the first attempt of node
+// n0 of wf. flytepropeller builds it from a node execution context that
+// needs a running controller, so its pieces are put together here from the
+// same exported functions: the FlyteWorkflow's status (data and output
+// directories), flyteplugins' ioutils (input, output and raw-output paths)
+// and encoding (the generated name), and the node labels that
+// flytepropeller's nodes.newNodeExecContext adds.
+func newTaskExecutionContext(ctx context.Context, wf *v1alpha1.FlyteWorkflow) (pluginscore.TaskExecutionContext, error) {
+	store, err := storage.NewDataStore(&storage.Config{Type: storage.TypeMemory}, promutils.NewTestScope())
+	if err != nil {
+		return nil, fmt.Errorf("creating an in-memory data store: %w", err)
+	}
+
+	node, ok := wf.GetNode(nodeID)
+	if !ok {
+		return nil, fmt.Errorf("the FlyteWorkflow has no node %q", nodeID)
+	}
+	taskID := node.GetTaskID()
+	if taskID == nil {
+		return nil, fmt.Errorf("node %q of the FlyteWorkflow is not a task node", nodeID)
+	}
+	task, err := wf.GetTask(*taskID)
+	if err != nil {
+		return nil, fmt.Errorf("task of node %q: %w", nodeID, err)
+	}
+	tmpl := task.CoreTask()
+
+	// flytepropeller's workflow executor: <metadata prefix>/<project>-<domain>-<name>.
+	wfDataDir, err := store.ConstructReference(ctx, storage.DataReference(metadataPrefix),
+		fmt.Sprintf("%s-%s-%s", project, domain, executionName))
+	if err != nil {
+		return nil, fmt.Errorf("constructing the workflow data directory: %w", err)
+	}
+	wf.Status.SetDataDir(wfDataDir)
+	wf.DataReferenceConstructor = store
+	wf.Status.NodeStatus = map[v1alpha1.NodeID]*v1alpha1.NodeStatus{nodeID: {}}
+	nodeStatus := wf.GetNodeExecutionStatus(ctx, nodeID)
+
+	// flytepropeller's node executor writes the node's resolved inputs
+	// before the task runs; the plugin reads them to render the container
+	// args. The task has no inputs.
+	if err := store.WriteProtobuf(ctx, v1alpha1.GetInputsFile(nodeStatus.GetDataDir()), storage.Options{}, &core.LiteralMap{}); err != nil {
+		return nil, fmt.Errorf("writing the inputs of node %q: %w", nodeID, err)
+	}
+
+	attempt := nodeStatus.GetAttempts()
+	uniqueID, err := encoding.FixedLengthUniqueIDForParts(generatedNameMaxLength,
+		[]string{wf.GetName(), nodeID, strconv.Itoa(int(attempt))})
+	if err != nil {
+		return nil, fmt.Errorf("generating the task execution name: %w", err)
+	}
+	shards, err := ioutils.NewBase36PrefixShardSelector(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("creating the raw output shard selector: %w", err)
+	}
+	rawOutput, err := ioutils.NewShardedRawOutputPath(ctx, shards,
+		storage.DataReference(wf.GetRawOutputDataConfig().GetOutputLocationPrefix()), uniqueID, store)
+	if err != nil {
+		return nil, fmt.Errorf("constructing the raw output path: %w", err)
+	}
+
+	// nodes.newNodeExecContext: the workflow's labels plus node-id, task-name
+	// and interruptible.
+	labels := map[string]string{}
+	for k, v := range wf.GetLabels() {
+		labels[k] = v
+	}
+	labels["node-id"] = propellerutils.SanitizeLabelValue(nodeID)
+	labels["task-name"] = propellerutils.SanitizeLabelValue(tmpl.GetId().GetName())
+	interruptible := wf.IsInterruptible()
+	labels["interruptible"] = strconv.FormatBool(interruptible)
+
+	md := &taskExecutionMetadata{
+		wf:            wf,
+		node:          node,
+		labels:        labels,
+		interruptible: interruptible,
+		id: &taskExecutionID{
+			name: uniqueID,
+			id: &core.TaskExecutionIdentifier{
+				TaskId:       tmpl.GetId(),
+				RetryAttempt: attempt,
+				NodeExecutionId: &core.NodeExecutionIdentifier{
+					NodeId:      nodeID,
+					ExecutionId: wf.GetExecutionID().WorkflowExecutionIdentifier,
+				},
+			},
+			uniqueNodeID: nodeID,
+		},
+	}
+	return &taskExecutionContext{
+		md:     md,
+		tmpl:   tmpl,
+		path:   nodeStatus.GetDataDir() + "/task.pb",
+		store:  store,
+		inputs: ioutils.NewRemoteFileInputReader(ctx, store, ioutils.NewInputFilePaths(ctx, store, nodeStatus.GetDataDir())),
+		outputs: ioutils.NewBufferedOutputWriter(ctx,
+			ioutils.NewCheckpointRemoteFilePaths(ctx, store, nodeStatus.GetOutputDir(), rawOutput, "")),
+	}, nil
+}
+
+// taskExecutionID is flytepropeller's task.taskExecutionID.
+type taskExecutionID struct {
+	name         string
+	id           *core.TaskExecutionIdentifier
+	uniqueNodeID string
+}
+
+func (t *taskExecutionID) GetGeneratedName() string { return t.name }
+
+func (t *taskExecutionID) GetGeneratedNameWith(minLength, maxLength int) (string, error) {
+	if len(t.name) < minLength {
+		return t.name + fmt.Sprintf("%0*d", minLength-len(t.name), 0), nil
+	}
+	if len(t.name) > maxLength {
+		return encoding.FixedLengthUniqueID(t.name, maxLength)
+	}
+	return t.name, nil
+}
+
+// GetID returns a copy of the identifier: the interface returns a value.
+func (t *taskExecutionID) GetID() core.TaskExecutionIdentifier {
+	return core.TaskExecutionIdentifier{
+		TaskId:          t.id.GetTaskId(),
+		NodeExecutionId: t.id.GetNodeExecutionId(),
+		RetryAttempt:    t.id.GetRetryAttempt(),
+	}
+}
+
+func (t *taskExecutionID) GetUniqueNodeID() string { return t.uniqueNodeID }
+
+// taskExecutionMetadata is flytepropeller's task.taskExecutionMetadata on top
+// of nodes.nodeExecMetadata: the FlyteWorkflow answers for the execution,
+// the node for the overrides.
+type taskExecutionMetadata struct {
+	wf            *v1alpha1.FlyteWorkflow
+	node          v1alpha1.ExecutableNode
+	labels        map[string]string
+	interruptible bool
+	id            *taskExecutionID
+}
+
+func (m *taskExecutionMetadata) GetOwnerID() types.NamespacedName {
+	return types.NamespacedName{Name: m.wf.GetName(), Namespace: m.wf.GetNamespace()}
+}
+func (m *taskExecutionMetadata) GetTaskExecutionID() pluginscore.TaskExecutionID { return m.id }
+func (m *taskExecutionMetadata) GetNamespace() string                            { return m.wf.GetNamespace() }
+func (m *taskExecutionMetadata) GetOwnerReference() metav1.OwnerReference {
+	return m.wf.GetOwnerReference()
+}
+func (m *taskExecutionMetadata) GetOverrides() pluginscore.TaskOverrides { return m.node }
+func (m *taskExecutionMetadata) GetLabels() map[string]string            { return m.labels }
+func (m *taskExecutionMetadata) GetMaxAttempts() uint32                  { return 1 }
+func (m *taskExecutionMetadata) GetAnnotations() map[string]string       { return m.wf.GetAnnotations() }
+func (m *taskExecutionMetadata) GetK8sServiceAccount() string            { return m.wf.GetServiceAccountName() }
+func (m *taskExecutionMetadata) GetSecurityContext() core.SecurityContext {
+	return m.wf.GetSecurityContext()
+}
+func (m *taskExecutionMetadata) IsInterruptible() bool { return m.interruptible }
+func (m *taskExecutionMetadata) GetPlatformResources() *corev1.ResourceRequirements {
+	return &corev1.ResourceRequirements{}
+}
+func (m *taskExecutionMetadata) GetInterruptibleFailureThreshold() int32 { return 0 }
+func (m *taskExecutionMetadata) GetEnvironmentVariables() map[string]string {
+	return m.wf.GetExecutionConfig().EnvironmentVariables
+}
+func (m *taskExecutionMetadata) GetConsoleURL() string { return m.wf.GetConsoleURL() }
+
+// taskExecutionContext is the part of flytepropeller's
+// task.taskExecutionContext that launching a k8s resource uses.
+type taskExecutionContext struct {
+	md      *taskExecutionMetadata
+	tmpl    *core.TaskTemplate
+	path    storage.DataReference
+	store   *storage.DataStore
+	inputs  pluginsio.InputReader
+	outputs pluginsio.OutputWriter
+	state   pluginState
+}
+
+func (t *taskExecutionContext) ResourceManager() pluginscore.ResourceManager { return nil }
+func (t *taskExecutionContext) SecretManager() pluginscore.SecretManager     { return nil }
+func (t *taskExecutionContext) TaskRefreshIndicator() pluginscore.SignalAsync {
+	return func(context.Context) {}
+}
+func (t *taskExecutionContext) DataStore() *storage.DataStore                    { return t.store }
+func (t *taskExecutionContext) PluginStateReader() pluginscore.PluginStateReader { return &t.state }
+func (t *taskExecutionContext) TaskReader() pluginscore.TaskReader {
+	return taskReader{tmpl: t.tmpl, path: t.path}
+}
+func (t *taskExecutionContext) InputReader() pluginsio.InputReader { return t.inputs }
+func (t *taskExecutionContext) TaskExecutionMetadata() pluginscore.TaskExecutionMetadata {
+	return t.md
+}
+func (t *taskExecutionContext) OutputWriter() pluginsio.OutputWriter             { return t.outputs }
+func (t *taskExecutionContext) PluginStateWriter() pluginscore.PluginStateWriter { return &t.state }
+func (t *taskExecutionContext) Catalog() pluginscatalog.AsyncClient              { return nil }
+func (t *taskExecutionContext) EventsRecorder() pluginscore.EventsRecorder       { return nil }
+
+// taskReader serves the task template from the FlyteWorkflow.
+type taskReader struct {
+	tmpl *core.TaskTemplate
+	path storage.DataReference
+}
+
+func (r taskReader) Read(context.Context) (*core.TaskTemplate, error) { return r.tmpl, nil }
+func (r taskReader) Path(context.Context) (storage.DataReference, error) {
+	return r.path, nil
+}
+
+// pluginState is a first attempt's empty plugin state: Get leaves the
+// plugin manager's state at its zero value, PluginPhaseNotStarted, so Handle
+// launches the resource.
+type pluginState struct{ version uint8 }
+
+func (s *pluginState) GetStateVersion() uint8                 { return s.version }
+func (s *pluginState) Get(interface{}) (uint8, error)         { return s.version, nil }
+func (s *pluginState) Put(version uint8, _ interface{}) error { s.version = version; return nil }
+func (s *pluginState) Reset() error                           { s.version = 0; return nil }
+
+// setupContext is what flytepropeller hands a plugin manager at start-up,
+// with a fake client in place of the cluster.
+type setupContext struct{ client client.Client }
+
+func (s setupContext) EnqueueOwner() pluginscore.EnqueueOwner {
+	return func(types.NamespacedName) error { return nil }
+}
+func (s setupContext) OwnerKind() string                        { return v1alpha1.FlyteWorkflowKind }
+func (s setupContext) MetricsScope() promutils.Scope            { return promutils.NewTestScope() }
+func (s setupContext) KubeClient() pluginscore.KubeClient       { return kubeClient{client: s.client} }
+func (s setupContext) SecretManager() pluginscore.SecretManager { return nil }
+func (s setupContext) ResourceRegistrar() pluginscore.ResourceRegistrar {
+	return nil
+}
+
+// kubeClient pairs the fake client with flytepropeller's own fake informer
+// cache, which the plugin manager only watches.
+type kubeClient struct{ client client.Client }
+
+func (k kubeClient) GetClient() client.Client { return k.client }
+func (k kubeClient) GetCache() cache.Cache    { return &mocks.FakeInformers{} }
