@@ -51,7 +51,7 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 	$(GOLANGCI_LINT) run --fix
 
 .PHONY: test
-test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and both envtest suites.
+test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
 unit: kustomize ## Run the unit tests.

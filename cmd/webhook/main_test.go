@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,28 +20,25 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-var sshd = []string{"/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"}
-
-const flytekitCustom = `{"workerReplicas":{"replicas":2,"resources":{},"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcherReplicas":{"replicas":1,"resources":{}},"runPolicy":{},"slots":1}`
-
-// sampleWith writes testdata/mpijob-VERSION.yaml with extra annotations to a temporary file.
+// sampleWith writes the MPIJob Flyte builds for a Horovod task that declares
+// no worker command (testdata/flyte/VERSION), with annotations added, to a
+// temporary file.
 func sampleWith(t *testing.T, version string, annotations map[string]string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "mpijob-"+version+".yaml"))
+	job, err := fixtures.FlyteJob(version, fixtures.HorovodNoWorkerCommand)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var job map[string]any
-	if err := yaml.Unmarshal(b, &job); err != nil {
-		t.Fatal(err)
+	all := job.GetAnnotations()
+	if all == nil {
+		all = map[string]string{}
 	}
-	meta := job["metadata"].(map[string]any)["annotations"].(map[string]any)
-	for k, v := range annotations {
-		meta[k] = v
-	}
-	out, err := yaml.Marshal(job)
+	maps.Copy(all, annotations)
+	job.SetAnnotations(all)
+	out, err := yaml.Marshal(job.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,18 +79,64 @@ func TestPreview(t *testing.T) {
 	for _, version := range []string{"v1", "v2beta1"} {
 		t.Run(version, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := runPreview([]string{"-f", sampleWith(t, version, map[string]string{mutate.AnnotationTaskCustom: flytekitCustom})},
+			err := runPreview([]string{"-f", sampleWith(t, version, map[string]string{mutate.AnnotationTaskCustom: fixtures.FlytekitCustom})},
 				nil, &stdout, &stderr)
 			if err != nil {
 				t.Fatalf("preview: %v\n%s", err, &stderr)
 			}
-			if diff := cmp.Diff(workerContainer{Name: "mpi", Command: sshd}, workerOf(t, stdout.Bytes())); diff != "" {
+			if diff := cmp.Diff(workerContainer{Name: "mpi", Command: fixtures.SSHD}, workerOf(t, stdout.Bytes())); diff != "" {
 				t.Errorf("worker (-want +got):\n%s", diff)
 			}
 			wantDecision := "outcome:   mutated\nsource:    task-custom\ncontainer: mpi (worker container 0)\n" +
-				"command:   /usr/sbin/sshd -De -f /home/jobuser/.sshd_config\nargs:      (none)\n"
+				"command:   " + fixtures.SSHDLine + "\nargs:      (none)\n"
 			if diff := cmp.Diff(wantDecision, stderr.String()); diff != "" {
 				t.Errorf("decision on stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPreviewFlyteJobs previews the MPIJobs Flyte builds, as they are: a
+// task that declares its worker command needs no annotation.
+func TestPreviewFlyteJobs(t *testing.T) {
+	cases := map[string]struct {
+		job          string
+		wantDecision string
+		wantWorker   workerContainer // none: the worker as Flyte built it
+	}{
+		"Worker(command=sshd)": {
+			job:          fixtures.HorovodWorkerCommand,
+			wantDecision: "outcome:   mutated\nsource:    flyte-worker-args\ncontainer: mpi (worker container 0)\ncommand:   " + fixtures.SSHDLine + "\n",
+			wantWorker:   workerContainer{Name: "mpi", Command: fixtures.SSHD},
+		},
+		"no worker command": {
+			job:          fixtures.HorovodNoWorkerCommand,
+			wantDecision: "outcome:   unchanged\n",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path, err := fixtures.Path("testdata", "flyte", "v1", tc.job+".yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			if err := runPreview([]string{"-f", path}, nil, &stdout, &stderr); err != nil {
+				t.Fatalf("preview: %v\n%s", err, &stderr)
+			}
+			if !strings.HasPrefix(stderr.String(), tc.wantDecision) {
+				t.Errorf("decision on stderr:\n%s\nwant it to start with:\n%s", &stderr, tc.wantDecision)
+			}
+			want := tc.wantWorker
+			if want.Name == "" { // unchanged: as in the file
+				sent, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = workerOf(t, sent)
+			}
+			if diff := cmp.Diff(want, workerOf(t, stdout.Bytes())); diff != "" {
+				t.Errorf("worker (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -113,7 +157,7 @@ func TestPreviewReadsJSONFromStdinWithDecisionFlags(t *testing.T) {
 	if err := runPreview([]string{"-f", "-", "--inject-as=split"}, bytes.NewReader(object), &stdout, &stderr); err != nil {
 		t.Fatalf("preview: %v\n%s", err, &stderr)
 	}
-	want := workerContainer{Name: "mpi", Command: sshd[:1], Args: sshd[1:]}
+	want := workerContainer{Name: "mpi", Command: fixtures.SSHD[:1], Args: fixtures.SSHD[1:]}
 	if diff := cmp.Diff(want, workerOf(t, stdout.Bytes())); diff != "" {
 		t.Errorf("worker (-want +got):\n%s", diff)
 	}
@@ -164,7 +208,7 @@ func TestPreviewRefusesOtherObjects(t *testing.T) {
 // as pyflyte serialize writes it, and checks that the webhook reads them.
 func TestAnnotateThenPreview(t *testing.T) {
 	custom := &kubeflowmpi.DistributedMPITrainingTask{
-		WorkerReplicas:   &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 2, Command: sshd},
+		WorkerReplicas:   &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 2, Command: fixtures.SSHD},
 		LauncherReplicas: &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 1},
 		Slots:            1,
 	}
@@ -210,7 +254,7 @@ func TestAnnotateThenPreview(t *testing.T) {
 	if err := runPreview([]string{"-f", sampleWith(t, "v1", annotations)}, nil, &stdout, &stderr); err != nil {
 		t.Fatalf("preview: %v\n%s", err, &stderr)
 	}
-	if diff := cmp.Diff(workerContainer{Name: "mpi", Command: sshd}, workerOf(t, stdout.Bytes())); diff != "" {
+	if diff := cmp.Diff(workerContainer{Name: "mpi", Command: fixtures.SSHD}, workerOf(t, stdout.Bytes())); diff != "" {
 		t.Errorf("worker (-want +got):\n%s", diff)
 	}
 }

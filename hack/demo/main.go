@@ -1,7 +1,8 @@
 // Command demo shows the webhook at work on a local API server, no cluster
 // needed: it starts kube-apiserver and etcd (envtest), installs
-// mpi-operator's MPIJob CRD, serves and registers the webhook, creates three
-// Flyte-style MPIJobs and prints each worker's command before and after.
+// training-operator's MPIJob CRD, serves and registers the webhook, creates
+// MPIJobs as Flyte 1.16 builds them (testdata/flyte/v1) and prints each
+// worker's command before and after.
 // Run it with `make demo`, which finds the binaries and the CRD.
 package main
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 func main() {
@@ -42,51 +44,53 @@ func main() {
 
 func run(ctx context.Context) (err error) {
 	ctrl.SetLogger(logr.Discard()) // the table below is the demo's output
-	fmt.Println("Starting a local kube-apiserver and etcd with mpi-operator's MPIJob CRD (kubeflow.org/v2beta1),")
+	fmt.Println("Starting a local kube-apiserver and etcd with training-operator's MPIJob CRD (kubeflow.org/v1),")
 	fmt.Println("and serving the webhook, registered as config/default installs it ...")
 	start := time.Now()
-	env, err := framework.Start(ctx, "v2beta1")
+	env, err := framework.Start(ctx, "v1")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, env.Stop()) }()
-	fmt.Printf("Ready in %.1fs. Creating three MPIJobs shaped as Flyte's MPI plugin creates them:\n\n", time.Since(start).Seconds())
+	fmt.Printf("Ready in %.1fs. Creating MPIJobs as Flyte 1.16 builds them (testdata/flyte/v1):\n\n", time.Since(start).Seconds())
 
-	jobs := []struct {
-		name string
-		job  *unstructured.Unstructured
-	}{
-		{"flytekit Horovod task (workerReplicas.command)",
-			env.FlyteJob("default").Annotation(mutate.AnnotationTaskCustom, framework.FlytekitCustom).Obj()},
-		{"legacy Horovod task (worker-spec-command)",
-			env.FlyteJob("default").Annotation(mutate.AnnotationTaskCustom, `{"numWorkers":2,"numLauncherReplicas":1,"slots":1}`).
-				Annotation(mutate.AnnotationWorkerSpecCommand, "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config").Obj()},
-		{"Flyte MPI task without annotation",
-			env.FlyteJob("default").Obj()},
+	jobs := []struct{ task, name string }{
+		{"Horovod, Worker(command=sshd)", fixtures.HorovodWorkerCommand},
+		{"Horovod, @task(annotations=task-custom)", fixtures.HorovodTaskAnnotations},
+		{"v0 task, worker_spec_command", fixtures.LegacyWorkerSpecCommand},
+		{"Horovod, no Worker command", fixtures.HorovodNoWorkerCommand},
 	}
 	table := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(table, "JOB\tWORKER BEFORE\tWORKER AFTER\tSOURCE")
+	if _, err := fmt.Fprintln(table, "TASK\tWORKER BEFORE\tWORKER AFTER\tSOURCE"); err != nil {
+		return err
+	}
 	for _, j := range jobs {
-		before := j.job.DeepCopy()
-		if err := env.Client.Create(ctx, j.job); err != nil {
-			return fmt.Errorf("creating the %s: %w", j.name, err)
+		job := env.Job("default", j.name).Obj()
+		before := job.DeepCopy()
+		if err := env.Client.Create(ctx, job); err != nil {
+			return fmt.Errorf("creating %s: %w", j.name, err)
 		}
 		stored := &unstructured.Unstructured{}
-		stored.SetGroupVersionKind(j.job.GroupVersionKind())
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j.job), stored); err != nil {
+		stored.SetGroupVersionKind(job.GroupVersionKind())
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), stored); err != nil {
 			return err
 		}
 		source := stored.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
 		if source == "" {
 			source = "(unchanged)"
 		}
-		fmt.Fprintf(table, "%s\t%s\t%s\t%s\n", j.name, worker(before), worker(stored), source)
+		if _, err := fmt.Fprintf(table, "%s\t%s\t%s\t%s\n", j.task, worker(before), worker(stored), source); err != nil {
+			return err
+		}
 	}
 	if err := table.Flush(); err != nil {
 		return err
 	}
-	fmt.Println("\nThe first two workers now run sshd, as Horovod needs; the third kept the launcher's task")
-	fmt.Println("command that Flyte copies into every replica. Try your own job: bin/webhook preview -f job.yaml")
+	fmt.Println("\nFlyte writes a declared worker command into the worker's args, with no command, and training-operator")
+	fmt.Println("v1.8 runs `sleep 365d` in a worker container without a command: without the webhook, these workers")
+	fmt.Println("sleep instead of running sshd. The last task declares no worker command, so the webhook has none to")
+	fmt.Println("give it: declare Worker(command=[...]) or add the annotation (README).")
+	fmt.Println("Try your own job: bin/webhook preview -f job.yaml")
 	return nil
 }
 

@@ -12,9 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
-
-const flytekitCustom = `{"launcherReplicas":{"replicas":1,"resources":{}},"runPolicy":{},"slots":1,"workerReplicas":{"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"],"replicas":2,"resources":{}}}`
 
 func customStruct(t *testing.T, custom string) *structpb.Struct {
 	t.Helper()
@@ -43,19 +42,19 @@ func TestFromFile(t *testing.T) {
 		Id:              &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: "horovod_training.horovod_training_task", Version: "v1"},
 		Type:            "horovod",
 		TaskTypeVersion: 1,
-		Custom:          customStruct(t, flytekitCustom),
+		Custom:          customStruct(t, fixtures.FlytekitCustom),
 	}
 	legacy := &core.TaskTemplate{
 		Id:     &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Name: "legacy"},
 		Type:   "mpi",
-		Custom: customStruct(t, `{"numWorkers":2,"numLauncherReplicas":1,"slots":1}`),
-		Config: map[string]string{"worker_spec_command": "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"},
+		Custom: customStruct(t, fixtures.LegacyCustom),
+		Config: map[string]string{"worker_spec_command": fixtures.SSHDLine},
 	}
 	python := &core.TaskTemplate{Id: &core.Identifier{Name: "t"}, Type: "python-task", Custom: customStruct(t, `{}`)}
 
 	noWorkerCommand := &core.TaskTemplate{
 		Id: &core.Identifier{Name: "horovod_training_task"}, Type: "mpi", TaskTypeVersion: 1,
-		Custom: customStruct(t, `{"launcherReplicas":{"replicas":1},"slots":1,"workerReplicas":{"replicas":2}}`),
+		Custom: customStruct(t, fixtures.NoWorkerCommandCustom),
 	}
 
 	cases := map[string]struct {
@@ -67,7 +66,7 @@ func TestFromFile(t *testing.T) {
 		"a task that declares no worker command: a warning says how to declare one": {
 			input: marshal(t, noWorkerCommand),
 			want: map[string]string{
-				mutate.AnnotationTaskCustom:      `{"launcherReplicas":{"replicas":1},"slots":1,"workerReplicas":{"replicas":2}}`,
+				mutate.AnnotationTaskCustom:      fixtures.NoWorkerCommandCustom,
 				mutate.AnnotationTaskTypeVersion: "1",
 			},
 			wantWarning: NoWorkerCommandWarning,
@@ -79,23 +78,23 @@ func TestFromFile(t *testing.T) {
 		"a binary TaskTemplate of flytekit's Horovod task": {
 			input: marshal(t, horovod),
 			want: map[string]string{
-				mutate.AnnotationTaskCustom:      flytekitCustom,
+				mutate.AnnotationTaskCustom:      fixtures.FlytekitCustom,
 				mutate.AnnotationTaskTypeVersion: "1",
 			},
 		},
 		"a binary TaskSpec, as pyflyte serialize writes it": {
 			input: marshal(t, &admin.TaskSpec{Template: horovod, Description: &admin.DescriptionEntity{ShortDescription: "trains"}}),
 			want: map[string]string{
-				mutate.AnnotationTaskCustom:      flytekitCustom,
+				mutate.AnnotationTaskCustom:      fixtures.FlytekitCustom,
 				mutate.AnnotationTaskTypeVersion: "1",
 			},
 		},
 		"a legacy MPI TaskTemplate with worker_spec_command": {
 			input: marshal(t, legacy),
 			want: map[string]string{
-				mutate.AnnotationTaskCustom:        `{"numLauncherReplicas":1,"numWorkers":2,"slots":1}`,
+				mutate.AnnotationTaskCustom:        fixtures.LegacyCustom,
 				mutate.AnnotationTaskTypeVersion:   "0",
-				mutate.AnnotationWorkerSpecCommand: "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config",
+				mutate.AnnotationWorkerSpecCommand: fixtures.SSHDLine,
 			},
 		},
 		"a task that is not MPI": {

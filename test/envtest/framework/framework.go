@@ -1,6 +1,6 @@
 // Package framework runs the webhook against a real kube-apiserver and etcd
-// (controller-runtime's envtest), for the suites in test/envtest/v1 and
-// test/envtest/v2beta1. Each suite gets its own API server, since both MPIJob
+// (controller-runtime's envtest), for the suite in test/envtest and the e2e
+// suites. Each MPIJob version gets its own API server, since both MPIJob
 // CRDs are named mpijobs.kubeflow.org, and one webhook server built by the
 // same server.New that cmd/webhook uses, registered with the webhook
 // configuration that config/default installs.
@@ -21,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -30,10 +31,15 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // StartTimeout bounds starting one Env.
 const StartTimeout = 2 * time.Minute
+
+// ServeTimeout bounds the wait for a webhook server to serve TLS, and for
+// the API server to send it what a new webhook configuration routes to it.
+const ServeTimeout = 30 * time.Second
 
 // OnInvalidWarnLabel sends a Flyte MPIJob to a second webhook server that
 // runs with --on-invalid=warn (see ServeLabelled); the configured webhook
@@ -80,7 +86,7 @@ func Start(ctx context.Context, version string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := repoRoot()
+	root, err := fixtures.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -161,18 +167,22 @@ func (e *Env) serve(ctx, serving context.Context, cfg server.Config, opts mutate
 		}
 	}()
 	address := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
-	dialer := &net.Dialer{Timeout: time.Second}
-	for {
-		conn, err := tls.DialWithDialer(dialer, "tcp", address, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe
-		if err == nil {
-			return done, conn.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("webhook server on %s never served TLS: %w", address, err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	dialer := &tls.Dialer{
+		NetDialer: &net.Dialer{Timeout: time.Second},
+		Config:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a readiness probe: only that TLS is served
 	}
+	var lastErr error
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, ServeTimeout, true, func(ctx context.Context) (bool, error) {
+		conn, err := dialer.DialContext(ctx, "tcp", address)
+		if lastErr = err; err != nil {
+			return false, nil // not listening yet
+		}
+		return true, conn.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook server on %s never served TLS: %w", address, errors.Join(err, lastErr))
+	}
+	return done, nil
 }
 
 // Stop stops the webhook servers and the API server.
@@ -238,32 +248,14 @@ func loadCRD(path string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	return &crd, nil
 }
 
-// repoRoot finds the repository root: the directory of the nearest go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // FreePort returns a TCP port on host that nothing listens on now.
 func FreePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 // WarningRecorder keeps the warnings the API server sends to a client.

@@ -2,65 +2,36 @@ package framework
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
-
-// FlytekitCustom is the task custom flytekit writes for a Horovod task.
-const FlytekitCustom = `{"workerReplicas":{"replicas":2,"resources":{},"command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]},"launcherReplicas":{"replicas":1,"resources":{}},"runPolicy":{},"slots":1}`
-
-// SSHD is flytekit's Horovod worker command.
-var SSHD = []string{"/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"}
 
 // WorkerContainersPath is where both MPIJob versions keep the worker's containers.
 var WorkerContainersPath = []string{"spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers"}
 
-// JobBuilder builds an MPIJob shaped exactly as Flyte's MPI plugin creates it
-// (testdata/mpijob-VERSION.yaml), as unstructured, so that fields our Go
-// types lack go to the API server as they are.
+// JobBuilder edits an MPIJob read from testdata, as unstructured, so that
+// fields the webhook's Go types lack go to the API server as they are.
 type JobBuilder struct{ obj *unstructured.Unstructured }
 
-// FlyteJob starts from the sample Flyte MPIJob of the Env's version, in namespace.
-func (e *Env) FlyteJob(namespace string) *JobBuilder {
-	root, err := repoRoot()
-	if err != nil {
-		panic(err)
-	}
-	obj, err := ReadJob(filepath.Join(root, "testdata", "mpijob-"+e.Version+".yaml"))
+// Job starts from testdata/flyte/VERSION/NAME.yaml (fixtures.FlyteJob), an
+// MPIJob of the Env's version as Flyte's backend builds it, in namespace. Its
+// name becomes a generateName, so that a spec may create it more than once.
+func (e *Env) Job(namespace, name string) *JobBuilder {
+	obj, err := fixtures.FlyteJob(e.Version, name)
 	if err != nil {
 		panic(err)
 	}
 	obj.SetNamespace(namespace)
+	obj.SetGenerateName(obj.GetName() + "-")
 	obj.SetName("")
-	obj.SetGenerateName("f3a1b2c4d5e6-n0-")
 	return &JobBuilder{obj: obj}
-}
-
-// ReadJob reads an MPIJob from a YAML or JSON file.
-func ReadJob(path string) (*unstructured.Unstructured, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var content map[string]any
-	if err := yaml.Unmarshal(b, &content); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &unstructured.Unstructured{Object: content}, nil
 }
 
 // Annotation sets an annotation on the MPIJob.
 func (b *JobBuilder) Annotation(key, value string) *JobBuilder {
-	a := b.obj.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[key] = value
-	b.obj.SetAnnotations(a)
-	return b
+	return b.Set(value, "metadata", "annotations", key)
 }
 
 // WorkerAnnotation sets an annotation on the Worker's pod template.
@@ -70,13 +41,7 @@ func (b *JobBuilder) WorkerAnnotation(key, value string) *JobBuilder {
 
 // Label sets a label on the MPIJob.
 func (b *JobBuilder) Label(key, value string) *JobBuilder {
-	l := b.obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[key] = value
-	b.obj.SetLabels(l)
-	return b
+	return b.Set(value, "metadata", "labels", key)
 }
 
 // WithoutLabels removes every label from the MPIJob: it is no Flyte task then.
@@ -86,6 +51,12 @@ func (b *JobBuilder) WithoutLabels() *JobBuilder { b.obj.SetLabels(nil); return 
 func (b *JobBuilder) WorkerContainer(container map[string]any) *JobBuilder {
 	containers, _, _ := unstructured.NestedSlice(b.obj.Object, WorkerContainersPath...)
 	return b.Set(append(containers, container), WorkerContainersPath...)
+}
+
+// FirstWorkerContainer puts a container before the Worker's others.
+func (b *JobBuilder) FirstWorkerContainer(container map[string]any) *JobBuilder {
+	containers, _, _ := unstructured.NestedSlice(b.obj.Object, WorkerContainersPath...)
+	return b.Set(append([]any{container}, containers...), WorkerContainersPath...)
 }
 
 // Set sets any field, for fields no other method covers.

@@ -12,11 +12,13 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // ServeLabelled starts one more webhook server, with opts, for the Flyte
@@ -113,26 +115,25 @@ func (e *Env) StopLabelled(label string) error {
 func (e *Env) LabelledConfiguration(label string) string { return e.labelled[label].configuration }
 
 // waitForLabelled returns once a dry-run of a Flyte job labelled label (no
-// label when empty) is mutated, or is not, as wanted.
+// label when empty) is mutated, or is not, as wanted: the API server picks up
+// a webhook configuration a little after storing it.
 func (e *Env) waitForLabelled(ctx context.Context, label string, mutated bool) error {
-	for {
-		b := e.FlyteJob("default").Annotation(mutate.AnnotationTaskCustom, FlytekitCustom)
+	var got bool
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, ServeTimeout, true, func(ctx context.Context) (bool, error) {
+		b := e.Job("default", fixtures.HorovodNoWorkerCommand).Annotation(mutate.AnnotationTaskCustom, fixtures.FlytekitCustom)
 		if label != "" {
 			b.Label(label, "true")
 		}
 		job := b.Obj()
-		err := e.Client.Create(ctx, job, client.DryRunAll)
-		_, got := job.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
-		if err == nil && got == mutated {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("jobs labelled %s: waiting for mutated=%t, got %t: %w",
-				label, mutated, got, errors.Join(ctx.Err(), err))
-		case <-time.After(100 * time.Millisecond):
-		}
+		lastErr = e.Client.Create(ctx, job, client.DryRunAll)
+		_, got = job.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
+		return lastErr == nil && got == mutated, nil
+	})
+	if err != nil {
+		return fmt.Errorf("jobs labelled %q: waiting for mutated=%t, got %t: %w", label, mutated, got, errors.Join(err, lastErr))
 	}
+	return nil
 }
 
 // requireLabel sets the requirement on key in a webhook's object selector.

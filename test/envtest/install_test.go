@@ -1,4 +1,4 @@
-package specs
+package envtest_test
 
 import (
 	"slices"
@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-
-	. "github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework" //nolint:revive // the specs read as prose
 )
 
 // certManagerKinds are the kinds of config/certmanager, which the API server
@@ -20,14 +18,12 @@ var certManagerKinds = []schema.GroupKind{
 	{Group: "cert-manager.io", Kind: "Certificate"},
 }
 
-// DescribeInstall declares the specs of the install, config/default: the API
+// describeInstall declares the specs of the install, config/default: the API
 // server accepts what `kubectl apply -k config/default` creates.
-// env is called once the suite has started its Env.
-func DescribeInstall(env func() *Env) bool {
+func describeInstall(s *spec) bool {
 	return Describe("the install, config/default", func() {
 		It("passes a server-side dry-run create, and the namespace's Pod Security Standard", func(ctx SpecContext) {
-			e := env()
-			c, warnings, err := e.WarningClient()
+			c, warnings, err := s.env.WarningClient()
 			Expect(err).NotTo(HaveOccurred())
 
 			// The namespace for real, with the rendered labels: the other
@@ -36,7 +32,7 @@ func DescribeInstall(env func() *Env) bool {
 			// stays: envtest runs no namespace controller, so a deleted
 			// namespace would stay Terminating for the specs that use it too.
 			rendered := &corev1.Namespace{}
-			Expect(e.Manifests.Decode("Namespace", rendered)).To(Succeed())
+			Expect(s.env.Manifests.Decode("Namespace", rendered)).To(Succeed())
 			ns := &corev1.Namespace{}
 			ns.Name = rendered.Name
 			_, err = controllerutil.CreateOrUpdate(ctx, c, ns, func() error {
@@ -51,7 +47,7 @@ func DescribeInstall(env func() *Env) bool {
 			Expect(err).NotTo(HaveOccurred())
 
 			var dryRun, skipped []string
-			for _, obj := range e.Manifests.Objects {
+			for _, obj := range s.env.Manifests.Objects {
 				obj = obj.DeepCopy()
 				kind := obj.GroupVersionKind().GroupKind()
 				switch {
