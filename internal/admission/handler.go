@@ -85,10 +85,10 @@ type request struct {
 	Resource    metav1.GroupVersionResource `json:"resource"`
 	SubResource string                      `json:"subResource"`
 	Namespace   string                      `json:"namespace"`
-	Name      string                  `json:"name"`
-	Operation admissionv1.Operation   `json:"operation"`
-	DryRun    *bool                   `json:"dryRun"`
-	Object    *mutate.Job             `json:"object"`
+	Name        string                      `json:"name"`
+	Operation   admissionv1.Operation       `json:"operation"`
+	DryRun      *bool                       `json:"dryRun"`
+	Object      *mutate.Job                 `json:"object"`
 }
 
 // BadRequestError is a body that is not an AdmissionReview the handler can

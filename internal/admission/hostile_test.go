@@ -140,7 +140,9 @@ func TestHostileInputs(t *testing.T) {
 		{input: "a Flyte-built job with Worker(command=sshd), no annotation", body: reviewOf(t, "v1", "CREATE", flyteObject(t, "v1", "horovod-worker-command"))},
 		{input: "a Flyte-built job with only Launcher(command=...)", body: reviewOf(t, "v1", "CREATE", flyteObject(t, "v1", "horovod-launcher-command"))},
 		{input: "a Flyte-built job with Worker(command=sshd) and no Launcher", body: reviewOf(t, "v1", "CREATE", flyteObject(t, "v1", "horovod-worker-command",
-			func(j map[string]any) { delete(j["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any), "Launcher") }))},
+			func(j map[string]any) {
+				delete(j["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any), "Launcher")
+			}))},
 	}
 	if len(cases) < 30 {
 		t.Fatalf("only %d hostile inputs; the page promises 30 at least", len(cases))

@@ -40,10 +40,10 @@ func binaryCustom(t testing.TB, command ...string) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// sshdPatch is the patch that makes container i of a Flyte worker run sshd,
-// the worker carrying args and the job carrying annotations.
-func sshdPatch(i string, source Source) []jsonpatch.Operation {
-	c := "/spec/mpiReplicaSpecs/Worker/template/spec/containers/" + i
+// sshdPatch is the patch that makes the MPI container of a Flyte worker run
+// sshd, the worker carrying args and the job carrying annotations.
+func sshdPatch(source Source) []jsonpatch.Operation {
+	c := "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0"
 	return []jsonpatch.Operation{
 		{Operation: "add", Path: c + "/command", Value: sshd},
 		{Operation: "remove", Path: c + "/args"},
@@ -64,12 +64,12 @@ func TestDecide(t *testing.T) {
 	}
 	mutated := func(source Source) result {
 		return result{Outcome: OutcomeMutated, Source: source, Container: 0, ContainerName: "mpi", Command: sshd,
-			Patch: sshdPatch("0", source)}
+			Patch: sshdPatch(source)}
 	}
 	// mutatedUnannotated is mutated for a job without annotations, which the patch adds.
 	mutatedUnannotated := func(source Source) result {
 		r := mutated(source)
-		r.Patch = append(sshdPatch("0", source)[:2], jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations",
+		r.Patch = append(sshdPatch(source)[:2], jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations",
 			Value: map[string]string{AnnotationWorkerCommandSource: string(source)}})
 		return r
 	}
@@ -221,27 +221,27 @@ func TestDecide(t *testing.T) {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "mpi", Command: list(sshd...), Args: list("x")}).obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd,
-				Patch: sshdPatch("0", SourceTaskCustom)[1:]},
+				Patch: sshdPatch(SourceTaskCustom)[1:]},
 		},
 		"the first container, where both operators run MPI, even with the container named mpi after it": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "sidecar", Args: list("proxy")}, Container{Name: "mpi", Args: list(taskArgs...)}).obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "sidecar", Command: sshd,
 				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`},
-				Patch:    sshdPatch("0", SourceTaskCustom)},
+				Patch:    sshdPatch(SourceTaskCustom)},
 		},
 		"the first container when none has the name": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "main", Args: list(taskArgs...)}, Container{Name: "sidecar"}).obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "main", Command: sshd,
-				Patch: sshdPatch("0", SourceTaskCustom)},
+				Patch: sshdPatch(SourceTaskCustom)},
 		},
 		"--container-name names the container expected first": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "horovod", Args: list(taskArgs...)}, Container{Name: "mpi"}).obj(),
 			opts: func(o *Options) { o.ContainerName = "horovod" },
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "horovod",
-				Command: sshd, Patch: sshdPatch("0", SourceTaskCustom)},
+				Command: sshd, Patch: sshdPatch(SourceTaskCustom)},
 		},
 		"a sidecar before the MPI container: a warning, even with no command to inject": {
 			job: flyteJob().containers(Container{Name: "sidecar"}, Container{Name: "mpi", Args: list(sshd...)}).obj(),

@@ -81,11 +81,11 @@ func (r *ReplicaSpec) mpiContainer() *Container {
 }
 
 // words returns the strings of a command or args field; nil when absent.
-func words(field *[]string) []string {
-	if field == nil {
+func words(list *[]string) []string {
+	if list == nil {
 		return nil
 	}
-	return *field
+	return *list
 }
 
 // Field paths of what Decide reads and patches; both MPIJob versions share them.
