@@ -6,16 +6,12 @@ package manifests_test
 // build reads.
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
+	"go/version"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -26,18 +22,15 @@ import (
 // repoRoot is the repository's root, seen from this package.
 var repoRoot = filepath.Join("..", "..")
 
-// instruction is one Dockerfile instruction, its continuation lines joined.
-type instruction struct {
-	command string // upper case: FROM, COPY, RUN...
-	args    string
-}
-
-// stage is one FROM of a Dockerfile and the instructions under it.
+// stage is one FROM of the Dockerfile: its image (without "AS name"), and
+// the arguments of each instruction under it, by upper-case instruction.
 type stage struct {
-	from         string // the image, without "AS name"
-	instructions []instruction
+	from         string
+	instructions map[string][]string
 }
 
+// readDockerfile reads the Dockerfile's stages: comments and blank lines
+// dropped, continuation lines joined. That is all of the syntax it uses.
 func readDockerfile(t *testing.T) []stage {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
@@ -45,45 +38,28 @@ func readDockerfile(t *testing.T) []stage {
 		t.Fatal(err)
 	}
 	var stages []stage
-	var line strings.Builder
-	scanner := bufio.NewScanner(bytes.NewReader(b))
-	for scanner.Scan() {
-		text := strings.TrimSpace(scanner.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
+	var lines []string
+	for _, line := range strings.Split(strings.ReplaceAll(string(b), "\\\n", " "), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			lines = append(lines, line)
 		}
-		if cut, ok := strings.CutSuffix(text, `\`); ok {
-			line.WriteString(cut + " ")
-			continue
+	}
+	for _, line := range lines {
+		command, args, _ := strings.Cut(line, " ")
+		command, args = strings.ToUpper(command), strings.TrimSpace(args)
+		switch {
+		case command == "FROM":
+			stages = append(stages, stage{from: strings.Fields(args)[0], instructions: map[string][]string{}})
+		case len(stages) == 0:
+			t.Fatalf("Dockerfile: %s before the first FROM", command)
+		default:
+			stages[len(stages)-1].instructions[command] = append(stages[len(stages)-1].instructions[command], args)
 		}
-		line.WriteString(text)
-		command, args, _ := strings.Cut(line.String(), " ")
-		line.Reset()
-		in := instruction{command: strings.ToUpper(command), args: strings.TrimSpace(args)}
-		if in.command == "FROM" {
-			stages = append(stages, stage{from: strings.Fields(in.args)[0]})
-			continue
-		}
-		if len(stages) == 0 {
-			t.Fatalf("Dockerfile: %s before the first FROM", in.command)
-		}
-		stages[len(stages)-1].instructions = append(stages[len(stages)-1].instructions, in)
 	}
 	if len(stages) < 2 {
 		t.Fatalf("Dockerfile: %d stages, want a build stage and a final one", len(stages))
 	}
 	return stages
-}
-
-// find returns the arguments of every instruction of a stage with command.
-func (s stage) find(command string) []string {
-	var found []string
-	for _, in := range s.instructions {
-		if in.command == command {
-			found = append(found, in.args)
-		}
-	}
-	return found
 }
 
 func TestImageRunsWhatTheDeploymentRuns(t *testing.T) {
@@ -95,10 +71,10 @@ func TestImageRunsWhatTheDeploymentRuns(t *testing.T) {
 		t.Errorf("final stage FROM %s, want distroless static, nonroot", final.from)
 	}
 	// runAsNonRoot needs a numeric user: the kubelet cannot check a name.
-	if diff := cmp.Diff([]string{"65532:65532"}, final.find("USER")); diff != "" {
+	if diff := cmp.Diff([]string{"65532:65532"}, final.instructions["USER"]); diff != "" {
 		t.Errorf("final stage USER (-want +got):\n%s", diff)
 	}
-	entrypoints := final.find("ENTRYPOINT")
+	entrypoints := final.instructions["ENTRYPOINT"]
 	if len(entrypoints) != 1 {
 		t.Fatalf("final stage ENTRYPOINT %q, want one", entrypoints)
 	}
@@ -114,7 +90,7 @@ func TestImageRunsWhatTheDeploymentRuns(t *testing.T) {
 		}
 	}
 
-	builds := slices.DeleteFunc(stages[0].find("RUN"), func(run string) bool { return !strings.Contains(run, "go build") })
+	builds := slices.DeleteFunc(slices.Clone(stages[0].instructions["RUN"]), func(run string) bool { return !strings.Contains(run, "go build") })
 	if len(builds) != 1 {
 		t.Fatalf("build stage: %d RUN go build, want one: %q", len(builds), builds)
 	}
@@ -141,27 +117,13 @@ func TestImageBuildsWithTheGoOfGoMod(t *testing.T) {
 			goVersion = strings.TrimSpace(v)
 		}
 	}
-	if versionLess(tag, goVersion) {
-		t.Errorf("build stage FROM %s: older than go.mod's go %s", builder, goVersion)
+	got, want := "go"+tag, "go"+goVersion
+	if version.Lang(got) == got {
+		want = version.Lang(want) // golang:1.26 is the newest 1.26.x
 	}
-}
-
-// versionLess compares dotted versions, such as 1.26 and 1.26.0, a missing part counting as 0.
-func versionLess(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := range max(len(as), len(bs)) {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			return x < y
-		}
+	if !version.IsValid(got) || version.Compare(got, want) < 0 {
+		t.Errorf("build stage FROM %s: not a Go version, or older than go.mod's go %s", builder, goVersion)
 	}
-	return false
 }
 
 func TestDockerignoreLetsInWhatTheBuildReads(t *testing.T) {
@@ -189,12 +151,10 @@ func TestDockerignoreLetsInWhatTheBuildReads(t *testing.T) {
 
 	// The build stage copies exactly what .dockerignore lets in.
 	var copied []string
-	for _, c := range readDockerfile(t)[0].find("COPY") {
-		fields := strings.Fields(c)
-		if strings.HasPrefix(fields[0], "--from") {
-			continue
+	for _, c := range readDockerfile(t)[0].instructions["COPY"] {
+		if fields := strings.Fields(c); !strings.HasPrefix(fields[0], "--from") {
+			copied = append(copied, fields[:len(fields)-1]...)
 		}
-		copied = append(copied, fields[:len(fields)-1]...)
 	}
 	slices.Sort(included)
 	slices.Sort(copied)
@@ -220,37 +180,23 @@ func buildFiles(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Dir,Module,GoFiles,EmbedFiles", "./cmd/webhook")
+	const format = `{{if and .Module .Module.Main}}{{$dir := .Dir}}` +
+		`{{range .GoFiles}}{{$dir}}/{{.}} {{end}}{{range .EmbedFiles}}{{$dir}}/{{.}} {{end}}{{end}}`
+	cmd := exec.Command("go", "list", "-deps", "-f", format, "./cmd/webhook")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0") // as in the Dockerfile
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
+		t.Fatalf("go list: %v", err)
 	}
 	var files []string
-	for decoder := json.NewDecoder(bytes.NewReader(out)); ; {
-		var pkg struct {
-			ImportPath, Dir     string
-			Module              *struct{ Main bool }
-			GoFiles, EmbedFiles []string
-		}
-		if err := decoder.Decode(&pkg); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if pkg.Module == nil || !pkg.Module.Main {
-			continue
-		}
-		dir, err := filepath.Rel(root, pkg.Dir)
+	for _, path := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range append(pkg.GoFiles, pkg.EmbedFiles...) {
-			files = append(files, filepath.ToSlash(filepath.Join(dir, f)))
-		}
+		files = append(files, filepath.ToSlash(rel))
 	}
 	if len(files) == 0 {
 		t.Fatal("go list: no file of this module in ./cmd/webhook's build")

@@ -1,27 +1,35 @@
 // Package manifests renders the kustomize configuration in config/ with the
-// kustomize Go API, as `kustomize build` or `kubectl apply -k` would, so that
-// tests, the envtest suites and `make build-installer` see the objects a
-// cluster gets without a kustomize binary. The webhook binary never imports it.
+// kustomize binary the Makefile pins (`make kustomize`), as `kustomize build`
+// prints it for `make deploy`, so that tests and the envtest suites see the
+// objects a cluster gets. The webhook binary never imports it.
 package manifests
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/kustomize/api/builtins"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/api/pkg/util"
-	"sigs.k8s.io/kustomize/api/resource"
-	"sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 )
 
 // ImageName is the image the Deployment in config/manager names; Render
 // replaces it, as `kustomize edit set image controller=IMG` would.
 const ImageName = "controller"
+
+// KustomizeEnv names the environment variable that holds the kustomize
+// binary's path; the Makefile sets it. When it is empty, Render runs
+// bin/kustomize of the repository that holds the working directory.
+const KustomizeEnv = "KUSTOMIZE"
 
 // Manifests is one rendering of a kustomization.
 type Manifests struct {
@@ -31,77 +39,138 @@ type Manifests struct {
 	Objects []*unstructured.Unstructured
 }
 
-// Render builds the kustomization in dir. A non-empty image replaces
-// ImageName, with kustomize's own image transformer: the same as adding
-// `images: [{name: controller, newName: ..., newTag: ...}]` to it.
+// Render builds the kustomization in dir with `kustomize build`. A non-empty
+// image replaces ImageName as `kustomize edit set image controller=IMAGE`
+// does, in an overlay in a temporary directory, so that no file under dir
+// is edited.
 func Render(dir, image string) (*Manifests, error) {
-	opts := krusty.MakeDefaultOptions()
-	// kustomize's and kubectl's own order: the Namespace first, the webhook
-	// configuration last, once what it calls exists.
-	opts.Reorder = krusty.ReorderOptionLegacy
-	resources, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	kustomize, err := kustomizeBinary()
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
+	target := abs
 	if image != "" {
-		// Else kustomize sets nothing, silently, and a deploy runs the placeholder.
-		if !slices.ContainsFunc(resources.Resources(), namesImage) {
-			return nil, fmt.Errorf("rendering %s: setting image %q: no container has image %s", dir, image, ImageName)
+		overlay, err := os.MkdirTemp("", "manifests-")
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: %w", dir, err)
 		}
-		newImage := types.Image{Name: ImageName}
-		newImage.NewName, newImage.NewTag, newImage.Digest = util.SplitImageName(image)
-		setImage := builtins.ImageTagTransformerPlugin{ImageTag: newImage}
-		if err := setImage.Transform(resources); err != nil {
+		defer os.RemoveAll(overlay)
+		// Relative: kustomize refuses an absolute path to a kustomization.
+		base, err := filepath.Rel(overlay, abs)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources:\n- "+base+"\n"), 0o600)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: %w", dir, err)
+		}
+		if _, err := run(overlay, kustomize, "edit", "set", "image", ImageName+"="+image); err != nil {
 			return nil, fmt.Errorf("rendering %s: setting image %q: %w", dir, image, err)
 		}
+		target = overlay
 	}
-	yaml, err := resources.AsYaml()
+	out, err := run("", kustomize, "build", target)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
-	m := &Manifests{YAML: yaml}
-	for _, r := range resources.Resources() {
-		// Through JSON, for the int64 and float64 numbers that unstructured holds.
-		content, err := r.MarshalJSON()
-		if err != nil {
-			return nil, fmt.Errorf("rendering %s: %s: %w", dir, r.CurId(), err)
+	m := &Manifests{YAML: out}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("rendering %s: %w", dir, err)
 		}
 		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(content); err != nil {
-			return nil, fmt.Errorf("rendering %s: %s: %w", dir, r.CurId(), err)
+		// Through JSON, for the int64 and float64 numbers that unstructured holds.
+		content, err := yaml.YAMLToJSON(doc)
+		if err == nil {
+			err = obj.UnmarshalJSON(content)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: %w:\n%s", dir, err, doc)
 		}
 		m.Objects = append(m.Objects, obj)
+	}
+	// Else kustomize sets nothing, silently, and a deploy runs the placeholder.
+	if name := imageName(image); image != "" && !slices.ContainsFunc(m.Objects, func(obj *unstructured.Unstructured) bool {
+		return slices.Contains(containerImageNames(obj.Object, false), name)
+	}) {
+		return nil, fmt.Errorf("rendering %s: setting image %q: no container has image %s", dir, image, ImageName)
 	}
 	return m, nil
 }
 
-// namesImage says whether a container of a resource, at any depth, runs ImageName.
-func namesImage(r *resource.Resource) bool {
-	var found bool
-	var walk func(node any, inContainers bool)
-	walk = func(node any, inContainers bool) {
-		switch n := node.(type) {
-		case map[string]any:
-			if image, ok := n["image"].(string); ok && inContainers {
-				if name, _, _ := util.SplitImageName(image); name == ImageName {
-					found = true
-				}
+// kustomizeBinary returns $KUSTOMIZE, or bin/kustomize of the repository
+// that holds the working directory: the nearest directory above it with a
+// go.mod and a bin/kustomize.
+func kustomizeBinary() (string, error) {
+	if path := os.Getenv(KustomizeEnv); path != "" {
+		return path, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			path := filepath.Join(dir, "bin", "kustomize")
+			if _, err := os.Stat(path); err != nil {
+				return "", fmt.Errorf("no kustomize binary: run `make kustomize` to build %s, or set %s: %w", path, KustomizeEnv, err)
 			}
-			for k, v := range n {
-				walk(v, k == "containers" || k == "initContainers")
-			}
-		case []any:
-			for _, v := range n {
-				walk(v, inContainers)
-			}
+			return path, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no kustomize binary: %s is not set and no go.mod is above the working directory", KustomizeEnv)
+		}
+		dir = parent
+	}
+}
+
+// run runs a command in dir and returns its standard output; an error carries its standard error.
+func run(dir, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return out, nil
+}
+
+// imageName is an image reference without its tag or digest, as kustomize matches images.
+func imageName(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		image = image[:i]
+	}
+	return image
+}
+
+// containerImageNames lists the image names of the containers in an object, at any depth.
+func containerImageNames(node any, inContainers bool) []string {
+	var names []string
+	switch n := node.(type) {
+	case map[string]any:
+		if image, ok := n["image"].(string); ok && inContainers {
+			names = append(names, imageName(image))
+		}
+		for k, v := range n {
+			names = append(names, containerImageNames(v, k == "containers" || k == "initContainers")...)
+		}
+	case []any:
+		for _, v := range n {
+			names = append(names, containerImageNames(v, inContainers)...)
 		}
 	}
-	content, err := r.Map()
-	if err != nil {
-		return false
-	}
-	walk(content, false)
-	return found
+	return names
 }
 
 // Find returns the one rendered object of kind; none, or more than one, is an error.

@@ -182,3 +182,16 @@ func TestRenderNamesTheDirectoryThatFails(t *testing.T) {
 		t.Errorf("Render(%s): got error %v, want one that names the directory", dir, err)
 	}
 }
+
+func TestRenderSaysHowToGetKustomize(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	t.Setenv(manifests.KustomizeEnv, "")
+	_, err := manifests.Render(filepath.Join(dir, "config", "default"), "")
+	if want := "run `make kustomize`"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("without bin/kustomize: got error %v, want one that says %q", err, want)
+	}
+}

@@ -1,0 +1,357 @@
+// Package bench_test measures, for docs/PERFORMANCE.md, what the webhook
+// costs where users feel it: MPIJob creation through a real API server
+// (envtest), and the server over TLS under load (vegeta), each against
+// references measured alternately in the same run. `make bench` runs it
+// after BenchmarkAdmit, and prints the table it writes to $BENCH_TABLE, which
+// starts with BenchmarkAdmit's figures.
+package bench_test
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gmeasure"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/test/bench/refhook"
+	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+)
+
+func TestBench(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Benchmarks")
+}
+
+// rows are the table's lines, tab-separated, in the order the specs add them.
+var rows strings.Builder
+
+// addRow adds a figure, ours against reference; a target > 0 bounds their ratio.
+func addRow(name string, ours, reference float64, format func(float64) string, target float64) {
+	fmt.Fprintf(&rows, "%s\t%s\t%s\t%.2f×", name, format(ours), format(reference), ours/reference)
+	if target > 0 {
+		fmt.Fprintf(&rows, "\t≤ %.2f×\t%s", target, map[bool]string{true: "yes", false: "no"}[ours/reference <= target])
+	}
+	rows.WriteString("\n")
+}
+
+// BeforeSuite starts the table with BenchmarkAdmit's medians, ours against
+// the floor, from benchstat's CSV in $BENCH_ADMIT_CSV (`make bench` writes it).
+var _ = BeforeSuite(func() {
+	b, err := os.ReadFile(cmp.Or(os.Getenv("BENCH_ADMIT_CSV"), os.DevNull))
+	Expect(err).NotTo(HaveOccurred())
+	var unit string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, ","); len(f) > 3 && f[0] != "geomean" {
+			ours, oursErr := strconv.ParseFloat(f[1], 64)
+			floor, floorErr := strconv.ParseFloat(f[3], 64)
+			if oursErr != nil || floorErr != nil {
+				unit = f[1] // a header: ,sec/op,CI,sec/op,...
+				continue
+			}
+			format := map[bool]func(float64) string{true: func(s float64) string { return duration(s * 1e9) },
+				false: func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }}[strings.HasSuffix(unit, "sec/op")]
+			addRow("in process: "+f[0]+" "+unit, ours, floor, format, 0)
+		}
+	}
+})
+
+var _ = AfterSuite(func() {
+	out := io.Writer(GinkgoWriter)
+	if path := os.Getenv("BENCH_TABLE"); path != "" {
+		f, err := os.Create(path)
+		Expect(err).NotTo(HaveOccurred())
+		defer f.Close()
+		out = f
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "BENCHMARK\tOURS\tREFERENCE\tRATIO\tTARGET\tMET\n"+rows.String())
+	Expect(tw.Flush()).To(Succeed())
+})
+
+// duration formats ns nanoseconds to 3 significant digits.
+func duration(ns float64) string {
+	return time.Duration(ns).Round(time.Duration(math.Pow(10, math.Floor(math.Log10(ns))-2))).String()
+}
+
+func median(values []float64) float64 { return slices.Sorted(slices.Values(values))[len(values)/2] }
+
+// percentile is the p-th percentile of ds, in nanoseconds: the nearest rank.
+func percentile(ds []time.Duration, p float64) float64 {
+	sorted := slices.Sorted(slices.Values(ds))
+	return float64(sorted[max(0, int(float64(len(sorted))*p/100+0.5)-1)])
+}
+
+// Creates per arm and MPIJob version, after warmUp unmeasured ones.
+const creates, warmUp = 3000, 100
+
+// arm is where one side of the comparison creates its jobs, whether they
+// come back mutated, and its reference webhook's count of answers (nil: none).
+type arm struct {
+	name, namespace string
+	mutated         bool
+	calls           *atomic.Int64
+}
+
+var _ = Describe("MPIJob creation through the API server", func() {
+	for _, version := range []string{"v1", "v2beta1"} {
+		It("takes, for "+version+" jobs, with the webhook, with each reference and with none", func(ctx SpecContext) {
+			env, err := framework.Start(ctx, version)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(env.Stop)
+			arms := serveArms(ctx, env)
+			for _, a := range arms {
+				Eventually(func(g Gomega) { create(ctx, g, env, a, client.DryRunAll) }).WithContext(ctx).Should(Succeed())
+			}
+			e := gmeasure.NewExperiment("API server " + version)
+			AddReportEntry(e.Name, e)
+			e.Sample(func(i int) { // each arm first, second, ... in turn, and after each other arm
+				for j := range arms {
+					a := arms[(i+j)%len(arms)]
+					if i%2 == 1 {
+						a = arms[(i+len(arms)-j)%len(arms)]
+					}
+					e.RecordDuration(a.name, create(ctx, Default, env, a))
+				}
+			}, gmeasure.SamplingConfig{N: warmUp + creates})
+			for _, p := range []float64{50, 99} {
+				at := func(name string) float64 { return percentile(e.Get(name).Durations[warmUp:], p) }
+				for _, a := range arms[1:] { // ours, and the control, against each reference
+					ours := map[bool]string{true: arms[0].name, false: arms[1].name}[a.namespace != "bench-control"]
+					addRow(fmt.Sprintf("API server %s: create p%.0f, %s vs %s", version, p, ours, a.name), at(ours), at(a.name),
+						duration, map[bool]float64{true: 1.05}[a.name == "fixed-patch webhook"])
+				}
+			}
+		}, NodeTimeout(15*time.Minute))
+	}
+})
+
+// serveArms serves the reference webhooks, each for its own namespace, and
+// returns the arms: the webhook's, the references', and none's, the
+// namespace the webhook's namespaceSelector excludes.
+func serveArms(ctx context.Context, env *framework.Env) []arm {
+	dir := GinkgoT().TempDir()
+	ca, err := fixtures.WriteServingCert(dir)
+	Expect(err).NotTo(HaveOccurred())
+	excluded := slices.DeleteFunc(env.ExcludedNamespaces(), func(ns string) bool { return ns == metav1.NamespaceSystem })
+	Expect(excluded).NotTo(BeEmpty())
+	// The control is a second fixed-patch webhook: what differs between two
+	// identical arms, the noise, in this run.
+	arms := []arm{{"webhook", "bench", true, nil}, {"fixed-patch webhook", "bench-patch", true, &atomic.Int64{}},
+		{"no-op webhook", "bench-noop", false, &atomic.Int64{}}, {"no webhook", excluded[0], false, nil},
+		{"control", "bench-control", true, &atomic.Int64{}}}
+	var installed admissionregistrationv1.MutatingWebhookConfigurationList
+	Expect(env.Client.List(ctx, &installed)).To(Succeed())
+	for _, hook := range installed.Items { // leave the references' namespaces to them
+		for i := range hook.Webhooks {
+			selector := hook.Webhooks[i].NamespaceSelector
+			selector.MatchExpressions = append(selector.MatchExpressions, namespaces(metav1.LabelSelectorOpNotIn, "bench-patch", "bench-noop", "bench-control"))
+		}
+		Expect(env.Client.Update(ctx, &hook)).To(Succeed())
+	}
+	serving, stop := context.WithCancel(context.Background())
+	DeferCleanup(stop)
+	for _, a := range arms {
+		Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.namespace}})).To(Succeed())
+		if a.calls == nil {
+			continue
+		}
+		reference := refhook.Handler(map[bool][]byte{true: webhookPatch(env)}[a.mutated])
+		port, err := framework.FreePort("127.0.0.1")
+		Expect(err).NotTo(HaveOccurred())
+		mgr, err := server.New(server.Config{Port: port, CertDir: dir, MetricsBindAddress: "0", HealthProbeBindAddress: "0"}, admission.Path,
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.calls.Add(1); reference.ServeHTTP(w, r) }))
+		Expect(err).NotTo(HaveOccurred())
+		go func() { defer GinkgoRecover(); Expect(mgr.Start(serving)).To(Succeed()) }()
+		hook, url := env.Webhook.DeepCopy(), fmt.Sprintf("https://127.0.0.1:%d%s", port, admission.Path)
+		hook.ObjectMeta = metav1.ObjectMeta{Name: a.namespace}
+		for i := range hook.Webhooks {
+			hook.Webhooks[i].Name = a.namespace + "." + hook.Webhooks[i].Name
+			hook.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca.CertPEM}
+			hook.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{namespaces(metav1.LabelSelectorOpIn, a.namespace)}}
+		}
+		Expect(env.Client.Create(ctx, hook)).To(Succeed())
+	}
+	return arms
+}
+
+func namespaces(op metav1.LabelSelectorOperator, names ...string) metav1.LabelSelectorRequirement {
+	return metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: op, Values: names}
+}
+
+// webhookPatch is the patch the webhook answers refhook.Job with.
+func webhookPatch(env *framework.Env) []byte {
+	job, err := refhook.Job(env.Version)
+	Expect(err).NotTo(HaveOccurred())
+	req := httptest.NewRequest(http.MethodPost, admission.Path,
+		bytes.NewReader(fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob(env.Version), admissionv1.Create)))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	admission.NewHandler(mutate.DefaultOptions()).ServeHTTP(rec, req)
+	var answer admissionv1.AdmissionReview
+	Expect(json.Unmarshal(rec.Body.Bytes(), &answer)).To(Succeed(), rec.Body.String())
+	Expect(answer.Response.Patch).NotTo(BeEmpty())
+	return answer.Response.Patch
+}
+
+// create creates refhook.Job in a's namespace, checks that a answered it
+// (mutated or not, by its reference webhook once), and returns how long the
+// API call took.
+func create(ctx context.Context, g Gomega, env *framework.Env, a arm, opts ...client.CreateOption) time.Duration {
+	job, err := refhook.Job(env.Version)
+	g.Expect(err).NotTo(HaveOccurred())
+	job.SetNamespace(a.namespace)
+	job.SetName("")
+	job.SetGenerateName("bench-")
+	calls := int64(0)
+	if a.calls != nil {
+		calls = a.calls.Load()
+	}
+	start := time.Now()
+	err = env.Client.Create(ctx, job, opts...)
+	elapsed := time.Since(start)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, mutated := job.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
+	g.Expect(mutated).To(Equal(a.mutated), a.name)
+	if a.calls != nil {
+		g.Expect(a.calls.Load()-calls).To(BeEquivalentTo(1), a.name)
+	}
+	return elapsed
+}
+
+// attack is one vegeta attack on a server: part of `vegeta report -type=json`,
+// and the CPU seconds and resident memory the server's metrics give after it.
+type attack struct {
+	Latencies struct {
+		P50 float64 `json:"50th"`
+		P99 float64 `json:"99th"`
+	}
+	Requests, Throughput float64
+	Errors               []string
+	cpu, rss             float64
+}
+
+var _ = Describe("The webhook over TLS", func() {
+	It("answers the load the no-op answers, without an error", func() {
+		dir := GinkgoT().TempDir()
+		ca, err := fixtures.WriteServingCert(dir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600)).To(Succeed())
+		servers := []string{"webhook", "noop-webhook"}
+		attackers := map[string]func(args ...string) attack{servers[0]: serve(dir, servers[0]), servers[1]: serve(dir, servers[1])}
+		attacks := map[string][]attack{}
+		for round := range 3 { // each server first in turn
+			for i := range servers {
+				name := servers[(round+i)%2]
+				attacks[name] = append(attacks[name], attackers[name]("-rate=1000", "-duration=10s"))
+				attacks[name+"16"] = append(attacks[name+"16"], attackers[name]("-rate=0", "-max-workers=16", "-duration=3s"))
+			}
+		}
+		compare := func(name, load string, figure func(attack) float64, format func(float64) string) {
+			var ours, noop []float64
+			for i := range attacks["webhook"+load] {
+				ours, noop = append(ours, figure(attacks["webhook"+load][i])), append(noop, figure(attacks["noop-webhook"+load][i]))
+			}
+			addRow("TLS: "+name, median(ours), median(noop), format, 0)
+		}
+		compare("p50 at 1000/s", "", func(a attack) float64 { return a.Latencies.P50 }, duration)
+		compare("p99 at 1000/s", "", func(a attack) float64 { return a.Latencies.P99 }, duration)
+		compare("CPU per request at 1000/s", "", func(a attack) float64 { return a.cpu / a.Requests * 1e9 }, duration)
+		compare("RSS after 1000/s", "", func(a attack) float64 { return a.rss }, func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) })
+		compare("throughput, 16 workers", "16", func(a attack) float64 { return a.Throughput }, func(v float64) string { return fmt.Sprintf("%.0f/s", v) })
+	})
+})
+
+// serve starts bin/NAME, built by `make bench`, serving the certificate in
+// dir and logging to dir/NAME.log. Once it serves, it returns a function
+// that attacks it with vegeta's args, as the API server calls a webhook
+// (HTTP/1.1, keep-alive), with the review of refhook.Job.
+func serve(dir, name string) func(args ...string) attack {
+	port, err := framework.FreePort("127.0.0.1")
+	Expect(err).NotTo(HaveOccurred())
+	metricsPort, err := framework.FreePort("127.0.0.1")
+	Expect(err).NotTo(HaveOccurred())
+	log, err := os.Create(filepath.Join(dir, name+".log"))
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(filepath.Join("..", "..", "bin", name), "--cert-dir="+dir, "--port="+strconv.Itoa(port),
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=0")
+	cmd.Stdout, cmd.Stderr = log, log
+	Expect(cmd.Start()).To(Succeed())
+	DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = log.Close() })
+
+	job, err := refhook.Job("v1")
+	Expect(err).NotTo(HaveOccurred())
+	target, err := json.Marshal(map[string]any{"method": http.MethodPost, "url": fmt.Sprintf("https://127.0.0.1:%d%s", port, admission.Path),
+		"body": fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob("v1"), admissionv1.Create), "header": http.Header{"Content-Type": {"application/json"}}})
+	Expect(err).NotTo(HaveOccurred())
+	targets, results, metrics := filepath.Join(dir, name+".targets"), filepath.Join(dir, name+".bin"), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	Expect(os.WriteFile(targets, append(target, '\n'), 0o600)).To(Succeed()) // one target a line
+	Eventually(func(g Gomega) { processMetrics(g, metrics) }).Should(Succeed())
+	return func(args ...string) attack {
+		cpu, _ := processMetrics(Default, metrics)
+		vegeta(append([]string{"attack", "-format=json", "-targets=" + targets, "-root-certs=" + filepath.Join(dir, "ca.crt"),
+			"-http2=false", "-output=" + results}, args...)...)
+		var a attack
+		Expect(json.Unmarshal(vegeta("report", "-type=json", results), &a)).To(Succeed())
+		Expect(a.Errors).To(BeEmpty(), name)
+		after, rss := processMetrics(Default, metrics)
+		a.cpu, a.rss = after-cpu, rss
+		return a
+	}
+}
+
+// vegeta runs $VEGETA, which `make bench` sets, or bin/vegeta.
+func vegeta(args ...string) []byte {
+	var stderr strings.Builder
+	cmd := exec.Command(cmp.Or(os.Getenv("VEGETA"), filepath.Join("..", "..", "bin", "vegeta")), args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), "vegeta %s: %s", strings.Join(args, " "), stderr.String())
+	return out
+}
+
+// processMetrics reads the process's CPU seconds and resident memory from
+// the metrics controller-runtime serves.
+func processMetrics(g Gomega, url string) (cpu, rss float64) {
+	resp, err := http.Get(url)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	for scanner := bufio.NewScanner(resp.Body); scanner.Scan(); {
+		switch name, value, _ := strings.Cut(scanner.Text(), " "); name {
+		case "process_cpu_seconds_total":
+			cpu, _ = strconv.ParseFloat(value, 64)
+		case "process_resident_memory_bytes":
+			rss, _ = strconv.ParseFloat(value, 64)
+		}
+	}
+	g.Expect([]float64{cpu, rss}).To(HaveEach(BeNumerically(">", 0)), "%s: process_cpu_seconds_total, process_resident_memory_bytes", url)
+	return cpu, rss
+}

@@ -1,0 +1,32 @@
+// Command noop-webhook is the reference `make bench` loads beside bin/webhook:
+// the same server, built by internal/server.New with the same flags, TLS
+// settings, probes and metrics, serving refhook's no-op. Only the handler
+// differs, and its binary links nothing of ours that decides.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/test/bench/refhook"
+)
+
+func main() {
+	cfg := server.DefaultConfig()
+	cfg.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New())
+	// internal/admission.Path, which this binary does not link.
+	mgr, err := server.New(cfg, "/mutate-mpijob", refhook.Handler(nil))
+	if err == nil {
+		err = mgr.Start(ctrl.SetupSignalHandler())
+	}
+	if err != nil {
+		ctrl.Log.Error(err, "no-op webhook")
+		os.Exit(1)
+	}
+}
