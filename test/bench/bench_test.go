@@ -2,8 +2,8 @@
 // costs where users feel it: MPIJob creation through a real API server
 // (envtest), and the server over TLS under load (vegeta), each against
 // references measured alternately in the same run. `make bench` runs it
-// after BenchmarkAdmit, and prints the table it writes to $BENCH_TABLE, which
-// starts with BenchmarkAdmit's figures.
+// after BenchmarkAdmit, and prints benchstat's table of that and the table
+// this suite writes to $BENCH_TABLE.
 package bench_test
 
 import (
@@ -61,27 +61,6 @@ func addRow(name string, ours, reference float64, format func(float64) string, t
 	}
 	rows.WriteString("\n")
 }
-
-// BeforeSuite starts the table with BenchmarkAdmit's medians, ours against
-// the floor, from benchstat's CSV in $BENCH_ADMIT_CSV (`make bench` writes it).
-var _ = BeforeSuite(func() {
-	b, err := os.ReadFile(cmp.Or(os.Getenv("BENCH_ADMIT_CSV"), os.DevNull))
-	Expect(err).NotTo(HaveOccurred())
-	var unit string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Split(line, ","); len(f) > 3 && f[0] != "geomean" {
-			ours, oursErr := strconv.ParseFloat(f[1], 64)
-			floor, floorErr := strconv.ParseFloat(f[3], 64)
-			if oursErr != nil || floorErr != nil {
-				unit = f[1] // a header: ,sec/op,CI,sec/op,...
-				continue
-			}
-			format := map[bool]func(float64) string{true: func(s float64) string { return duration(s * 1e9) },
-				false: func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }}[strings.HasSuffix(unit, "sec/op")]
-			addRow("in process: "+f[0]+" "+unit, ours, floor, format, 0)
-		}
-	}
-})
 
 var _ = AfterSuite(func() {
 	out := io.Writer(GinkgoWriter)
