@@ -57,12 +57,19 @@ func main() {
 }
 
 func serve(cfg server.Config, opts mutate.Options) error {
+	// The Go runtime's soft memory limit, from the container's (see config/manager).
+	memoryLimit, err := server.SetMemoryLimit(os.Getenv(server.MemoryLimitEnv))
+	if err != nil {
+		return err
+	}
 	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts))
 	if err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting", "port", cfg.Port, "certDir", cfg.CertDir,
 		"flyteTaskSelector", opts.FlyteTaskSelector.String(), "containerName", opts.ContainerName,
-		"injectAs", opts.InjectAs, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid)
+		"injectAs", opts.InjectAs, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid,
+		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit)
+	// The first SIGTERM or SIGINT starts the drain; a second exits at once.
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -3,21 +3,52 @@
 // metrics. The binary, the envtest suites and the benchmarks' no-op webhook
 // all build it with New, so the tests run the same server a cluster does and
 // the benchmark compares handlers on the same plumbing.
+//
+// The server bounds what any client can make it hold (limits.go), and on
+// shutdown turns unready, drains and finishes the requests in flight.
 package server
 
 import (
+	"context"
+	"crypto"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
+
+// DefaultShutdownDrain is how long the webhook keeps serving after SIGTERM by
+// default: long enough for the API server and kube-proxy to stop sending to
+// a terminating pod. With ShutdownTimeout and a margin for the process to
+// exit it fits the Deployment's terminationGracePeriodSeconds (30), after
+// which the kubelet kills the process.
+const DefaultShutdownDrain = 15 * time.Second
+
+// ShutdownTimeout bounds the wait, after the drain, for the requests in
+// flight to finish: none takes longer than WriteTimeout, and the API server
+// has given up on one long before.
+const ShutdownTimeout = 10 * time.Second
 
 // Config is the server's settings, one per flag of cmd/webhook.
 type Config struct {
@@ -32,6 +63,9 @@ type Config struct {
 	HealthProbeBindAddress string
 	// EnableHTTP2 serves HTTP/2, which is off by default (CVE-2023-44487, Rapid Reset).
 	EnableHTTP2 bool
+	// ShutdownDrain is how long the webhook keeps serving, unready, once
+	// asked to stop, before it stops accepting connections.
+	ShutdownDrain time.Duration
 }
 
 // DefaultConfig returns the configuration the binary runs with when no flag is given.
@@ -40,6 +74,7 @@ func DefaultConfig() Config {
 		Port:                   webhook.DefaultPort,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
+		ShutdownDrain:          DefaultShutdownDrain,
 	}
 }
 
@@ -54,20 +89,24 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		`address /healthz and /readyz are served on; "0" disables them`)
 	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2,
 		"serve HTTP/2 too; off by default because of the HTTP/2 Rapid Reset attack (CVE-2023-44487)")
+	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain,
+		"how long to keep serving, unready, after SIGTERM, while endpoints stop sending here; then requests in flight get "+
+			ShutdownTimeout.String()+" to finish. Keep both below the pod's terminationGracePeriodSeconds")
 }
 
-// New builds the manager that serves hook at path. Start it to serve.
+// New builds the manager that serves hook at path. Start it to serve; when
+// its context ends, the webhook fails its readiness check at once, serves for
+// cfg.ShutdownDrain more, then stops accepting connections and finishes the
+// requests in flight.
 func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
 	if !cfg.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
-	webhookServer := webhook.NewServer(webhook.Options{
-		Host:    cfg.Host,
-		Port:    cfg.Port,
-		CertDir: cfg.CertDir,
-		TLSOpts: tlsOpts,
-	})
+	webhookServer := &boundedServer{
+		Server: webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir}),
+		config: cfg, tlsOpts: tlsOpts, limiter: newLimiter(), drainDone: time.After,
+	}
 	// The webhook reads nothing from the API server, so it runs without a
 	// kubeconfig and without RBAC: the manager gets an empty client config,
 	// which nothing ever uses, and no leader election.
@@ -75,6 +114,9 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress, TLSOpts: tlsOpts},
 		HealthProbeBindAddress: cfg.HealthProbeBindAddress,
 		WebhookServer:          webhookServer,
+		// The manager stops the webhook before the probes and metrics, and
+		// gives up on it after this: room for the drain and the shutdown.
+		GracefulShutdownTimeout: ptr.To(cfg.ShutdownDrain + ShutdownTimeout + 5*time.Second),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -84,9 +126,217 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)
 	}
-	// Ready only once the webhook serves TLS, so no request reaches a pod that cannot answer it.
+	// Ready only once the webhook serves TLS, so no request reaches a pod
+	// that cannot answer it, and no longer once it drains.
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
 	return mgr, nil
+}
+
+// boundedServer serves the webhook as controller-runtime's DefaultServer
+// does, with what DefaultServer does not let a caller set: its http.Server
+// reads headers for up to 32 s and 1 MiB, bodies with no deadline at all,
+// and it stops accepting connections the moment its context ends. The
+// embedded DefaultServer is never started: it registers and instruments the
+// hooks (the controller_runtime_webhook_* metrics) on the mux served here.
+type boundedServer struct {
+	webhook.Server
+	config  Config
+	tlsOpts []func(*tls.Config)
+	limiter *limiter
+	// drainDone returns a channel that delivers once the drain is over:
+	// time.After, or the tests' own.
+	drainDone func(time.Duration) <-chan time.Time
+
+	serving, draining atomic.Bool
+	fresh             freshConns
+}
+
+// Register serves hook at path, within the limits.
+func (s *boundedServer) Register(path string, hook http.Handler) {
+	s.Server.Register(path, s.limiter.limit(hook))
+}
+
+// Start serves until ctx ends, then drains and shuts down.
+func (s *boundedServer) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("webhook")
+	cfg := &tls.Config{NextProtos: []string{"h2"}}
+	for _, opt := range s.tlsOpts {
+		opt(cfg)
+	}
+	certDir := s.config.CertDir
+	if certDir == "" {
+		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // controller-runtime's default
+	}
+	watcher, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+	if err != nil {
+		return fmt.Errorf("loading the serving certificate from %s: %w", certDir, err)
+	}
+	cfg.GetCertificate = signingAtMost(runtime.GOMAXPROCS(0), watcher.GetCertificate)
+	// The certificate is watched until the last request is answered, not only until the drain starts.
+	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatching()
+	go func() {
+		if err := watcher.Start(watchCtx); err != nil {
+			log.Error(err, "watching the serving certificate")
+		}
+	}()
+
+	listener, err := tls.Listen("tcp", s.address(), cfg)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.address(), err)
+	}
+	srv := &http.Server{
+		Handler:           s.closeWhileDraining(s.WebhookMux()),
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		// Requests keep their context through the drain: it ends with the server, not with ctx.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnState:   s.fresh.track,
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(listener) }()
+	s.serving.Store(true)
+	log.Info("serving", "address", s.address(), "shutdownDrain", s.config.ShutdownDrain)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving the webhook: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	log.Info("draining: unready, still serving", "for", s.config.ShutdownDrain)
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving the webhook: %w", err)
+	case <-s.drainDone(s.config.ShutdownDrain):
+	}
+	log.Info("shutting down: no new connections, finishing the requests in flight", "within", ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	// net/http's Shutdown closes, unanswered, a connection whose first
+	// request it reads after it began. So: every answer closes its
+	// connection from now on, the listener closes, and the connections it
+	// accepted send their request (or are cut at ReadHeaderTimeout) before
+	// Shutdown waits for the answers in flight.
+	srv.SetKeepAlivesEnabled(false)
+	if err := listener.Close(); err != nil {
+		return fmt.Errorf("closing the webhook's listener: %w", err)
+	}
+	if err := <-served; !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("serving the webhook: %w", err)
+	}
+	s.fresh.waitForNone(shutdownCtx)
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutting down the webhook: %w", err)
+	}
+	return nil
+}
+
+// freshConns tracks the connections that have sent no request yet.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// track is the server's ConnState hook.
+func (f *freshConns) track(c net.Conn, state http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if state != http.StateNew {
+		delete(f.conns, c)
+		return
+	}
+	if f.conns == nil {
+		f.conns = map[net.Conn]struct{}{}
+	}
+	f.conns[c] = struct{}{}
+}
+
+// waitForNone returns once every connection has sent a request or closed, or when ctx ends.
+func (f *freshConns) waitForNone(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.conns) == 0, nil
+	})
+}
+
+// signingAtMost returns getCertificate with keys that sign at most n
+// handshakes at once. A handshake's signature (RSA 2048 with cert-manager's
+// default key) costs milliseconds of CPU; when hundreds of clients connect
+// at once, the goroutines signing would each take their turn on the CPU
+// before a request on a connection already open. Waiting for the semaphore,
+// they are not runnable, so requests on open connections, which is how the
+// API server sends them, go first.
+func signingAtMost(n int, getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	signing := make(chan struct{}, n)
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		cert, err := getCertificate(hello)
+		if err != nil || cert == nil {
+			return cert, err
+		}
+		signer, ok := cert.PrivateKey.(crypto.Signer)
+		if !ok {
+			return cert, nil
+		}
+		limited := *cert
+		limited.PrivateKey = limitedSigner{Signer: signer, signing: signing}
+		return &limited, nil
+	}
+}
+
+// limitedSigner is a key that signs only while it holds a place in signing.
+type limitedSigner struct {
+	crypto.Signer
+	signing chan struct{}
+}
+
+func (s limitedSigner) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	s.signing <- struct{}{}
+	defer func() { <-s.signing }()
+	return s.Signer.Sign(rand, digest, opts)
+}
+
+// closeWhileDraining asks each client to close its connection after its
+// answer once the drain has started, so the API server's next request
+// opens a new connection through the Service, to a ready pod, rather than
+// reusing one the shutdown is about to close.
+func (s *boundedServer) closeWhileDraining(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// StartedChecker fails until the webhook serves TLS, and from the start of the drain on.
+func (s *boundedServer) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		switch {
+		case s.draining.Load():
+			return errors.New("the webhook is shutting down")
+		case !s.serving.Load():
+			return errors.New("the webhook server has not started yet")
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", s.address(),
+			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // checks that TLS is served, not whom
+		if err != nil {
+			return fmt.Errorf("the webhook server is not reachable: %w", err)
+		}
+		return conn.Close()
+	}
+}
+
+func (s *boundedServer) address() string {
+	port := s.config.Port
+	if port == 0 {
+		port = webhook.DefaultPort
+	}
+	return net.JoinHostPort(s.config.Host, strconv.Itoa(port))
 }

@@ -1,63 +1,25 @@
-package server
+package server_test
 
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
-
-// writeServingCert writes a self-signed certificate for 127.0.0.1 as tls.crt and tls.key.
-func writeServingCert(t *testing.T, dir string) *x509.CertPool {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	template := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "webhook-service"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	return pool
-}
 
 func freeAddress(t *testing.T) (string, int) {
 	t.Helper()
@@ -69,10 +31,11 @@ func freeAddress(t *testing.T) (string, int) {
 	return l.Addr().String(), l.Addr().(*net.TCPAddr).Port
 }
 
-// start runs the server New builds from cfg until the test ends.
-func start(t *testing.T, cfg Config) {
+// start runs the server New builds from cfg until the test ends, with no drain.
+func start(t *testing.T, cfg server.Config) {
 	t.Helper()
-	mgr, err := New(cfg, admission.Path, admission.NewHandler(mutate.DefaultOptions()))
+	cfg.ShutdownDrain = 0
+	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(mutate.DefaultOptions()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +55,15 @@ func start(t *testing.T, cfg Config) {
 // least, no HTTP/2, the webhook's answer, and the decision metric.
 func TestServer(t *testing.T) {
 	certDir := t.TempDir()
-	roots := writeServingCert(t, certDir)
+	ca, err := fixtures.WriteServingCert(certDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := ca.Pool()
 	_, port := freeAddress(t)
 	metricsAddr, _ := freeAddress(t)
 	probeAddr, _ := freeAddress(t)
-	cfg := DefaultConfig()
+	cfg := server.DefaultConfig()
 	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", port, certDir
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = metricsAddr, probeAddr
 	start(t, cfg)
@@ -135,11 +102,22 @@ func TestServer(t *testing.T) {
 	conn.Close()
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1",` +
-		`"kind":{"group":"kubeflow.org","version":"v2beta1","kind":"MPIJob"},"operation":"CREATE","object":` +
-		`{"apiVersion":"kubeflow.org/v2beta1","kind":"MPIJob","metadata":{"name":"j","labels":{"execution-id":"e","task-name":"t"},` +
-		`"annotations":{"mpi.flyte.org/worker-spec-command":"/usr/sbin/sshd -De"}},` +
-		`"spec":{"mpiReplicaSpecs":{"Worker":{"template":{"spec":{"containers":[{"name":"mpi","args":["python"]}]}}}}}}}}`
+	// A Flyte MPIJob with the task's custom, as flytepropeller creates it.
+	job, err := fixtures.LegacyJob("v2beta1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.SetAnnotations(map[string]string{mutate.AnnotationTaskCustom: fixtures.FlytekitCustom})
+	review := string(fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob("v2beta1"), admissionv1.Create, fixtures.UID("u-1")))
+	// The metrics are the process's: other tests, and earlier runs of this one, count too.
+	counted := []string{
+		`flyte_mpi_webhook_decisions_total{outcome="mutated",source="task-custom"}`,
+		`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-mpijob"}`,
+	}
+	before := map[string]float64{}
+	for _, series := range counted {
+		before[series] = counter(t, metricsAddr, series)
+	}
 	resp, err := client.Post("https://"+address+admission.Path, "application/json", strings.NewReader(review))
 	if err != nil {
 		t.Fatal(err)
@@ -151,59 +129,43 @@ func TestServer(t *testing.T) {
 		t.Fatalf("answer %d %s", resp.StatusCode, body)
 	}
 
-	resp, err = http.Get("http://" + metricsAddr + "/metrics")
+	// Headers beyond MaxHeaderBytes (and net/http's 4 KiB of slack) are refused.
+	req, err := http.NewRequest(http.MethodPost, "https://"+address+admission.Path, strings.NewReader(review))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Padding", strings.Repeat("x", 2*server.MaxHeaderBytes))
+	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("headers of %d bytes: %v %v, want 431", 2*server.MaxHeaderBytes, resp, err)
+	}
+
+	for _, series := range counted {
+		if got := counter(t, metricsAddr, series) - before[series]; got != 1 {
+			t.Errorf("%s grew by %v, want 1", series, got)
+		}
+	}
+}
+
+// counter returns the value of a metric series the server exports, 0 when it has none.
+func counter(t *testing.T, metricsAddr, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
 	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{
-		`flyte_mpi_webhook_decisions_total{outcome="mutated",source="worker-spec-command"} 1`,
-		`controller_runtime_webhook_requests_total{code="200",webhook="/mutate-mpijob"} 1`,
-	} {
-		if !bytes.Contains(metrics, []byte(want)) {
-			t.Errorf("metrics lack %s", want)
-		}
-	}
-}
-
-// mountLikeKubelet lays out certificate files the way the kubelet mounts a
-// Secret, and replaces them the way it does when cert-manager renews it:
-// files in a timestamped directory, ..data a symlink to it, tls.crt and
-// tls.key symlinks through ..data, and an atomic rename of ..data.
-type mountLikeKubelet struct {
-	t       *testing.T
-	dir     string
-	version int
-}
-
-// publish writes a new certificate and key, and adds the certificate to roots.
-func (m *mountLikeKubelet) publish(roots *x509.CertPool) {
-	m.t.Helper()
-	m.version++
-	stamped := fmt.Sprintf("..2026_11_30_00_00_%02d.%d", m.version, m.version)
-	if err := os.Mkdir(filepath.Join(m.dir, stamped), 0o700); err != nil {
-		m.t.Fatal(err)
-	}
-	writeServingCert(m.t, filepath.Join(m.dir, stamped))
-	certPEM, err := os.ReadFile(filepath.Join(m.dir, stamped, "tls.crt"))
-	if err != nil || !roots.AppendCertsFromPEM(certPEM) {
-		m.t.Fatalf("reading back the certificate: %v", err)
-	}
-	if err := os.Symlink(stamped, filepath.Join(m.dir, "..data_tmp")); err != nil {
-		m.t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(m.dir, "..data_tmp"), filepath.Join(m.dir, "..data")); err != nil {
-		m.t.Fatal(err)
-	}
-	for _, name := range []string{"tls.crt", "tls.key"} {
-		link := filepath.Join(m.dir, name)
-		if _, err := os.Lstat(link); os.IsNotExist(err) {
-			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
-				m.t.Fatal(err)
+	for line := range strings.SplitSeq(string(metrics), "\n") {
+		if value, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
 			}
+			return v
 		}
 	}
+	return 0
 }
 
 // TestCertificateRotation replaces the serving certificate as cert-manager
@@ -211,12 +173,26 @@ func (m *mountLikeKubelet) publish(roots *x509.CertPool) {
 // and checks that the server serves the new certificate without a single
 // failed request.
 func TestCertificateRotation(t *testing.T) {
-	mount := &mountLikeKubelet{t: t, dir: t.TempDir()}
-	roots := x509.NewCertPool()
-	mount.publish(roots)
+	// One CA issues both certificates, as cert-manager's Issuer does, so the
+	// client trusts the new one as it trusted the old.
+	ca, err := fixtures.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	publish := func() {
+		cert, err := ca.Issue(time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fixtures.Mount(certDir, cert); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish()
 	_, port := freeAddress(t)
-	cfg := DefaultConfig()
-	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", port, mount.dir
+	cfg := server.DefaultConfig()
+	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", port, certDir
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
 	start(t, cfg)
 
@@ -230,18 +206,16 @@ func TestCertificateRotation(t *testing.T) {
 		return conn.ConnectionState().PeerCertificates[0], nil
 	}
 	var before *x509.Certificate
-	var err error
 	for deadline := time.Now().Add(30 * time.Second); before == nil; {
 		if before, err = served(); err != nil && time.Now().After(deadline) {
 			t.Fatalf("never served: %v", err)
 		}
 	}
 
-	// Requests on new connections, trusting the old and the new certificate
-	// as the caBundle does while cert-manager's CA injector catches up, until
-	// new connections get the new certificate.
-	mount.publish(roots)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true}}
+	// Requests on new connections, trusting the CA as the caBundle does,
+	// until new connections get the new certificate.
+	publish()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, DisableKeepAlives: true}}
 	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"kubeflow.org","version":"v1","kind":"MPIJob"},"operation":"DELETE"}}`
 	var requests, failures int
 	var after *x509.Certificate

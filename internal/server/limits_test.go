@@ -1,0 +1,258 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// readingHandler reads the body as the admission handler does, answers 400
+// when it cannot, and otherwise waits for gate, if any, then answers 200
+// with the body's length.
+type readingHandler struct {
+	entered chan struct{} // receives once the body is read, when gate is set
+	gate    chan struct{}
+}
+
+func (h readingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if h.gate != nil {
+		h.entered <- struct{}{}
+		<-h.gate
+	}
+	fmt.Fprint(w, len(body))
+}
+
+// answer is what a client got: the status, the Retry-After header, and
+// the body's first line.
+type answer struct {
+	Status     int
+	RetryAfter string
+	Body       string
+}
+
+// send posts body; a request that gets no answer is answered status 0 with the error.
+func send(url string, body io.Reader, contentLength int64) answer {
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		return answer{Body: err.Error()}
+	}
+	req.ContentLength = contentLength
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{Body: err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	first, _, _ := strings.Cut(string(b), "\n")
+	return answer{resp.StatusCode, resp.Header.Get("Retry-After"), first}
+}
+
+// sendHeaders sends a request's headers, declaring a body of contentLength
+// bytes, and no body.
+func sendHeaders(t *testing.T, address string, contentLength int64) answer {
+	t.Helper()
+	conn, err := net.Dial("tcp", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", address, contentLength); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	first, _, _ := strings.Cut(string(b), "\n")
+	return answer{resp.StatusCode, resp.Header.Get("Retry-After"), first}
+}
+
+// waitUntil polls the limiter's counts until cond holds.
+func waitUntil(t *testing.T, l *limiter, what string, cond func(*limiter) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return cond(l), nil
+		})
+	if err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
+	}
+}
+
+func idle(l *limiter) bool { return l.bytes == 0 && l.inFlight == 0 && l.arriving.Len() == 0 }
+
+func TestLimitBodySize(t *testing.T) {
+	l := newLimiter()
+	srv := httptest.NewServer(l.limit(readingHandler{}))
+	t.Cleanup(srv.Close) // after the bodies still arriving are closed
+	atLimit := bytes.Repeat([]byte("x"), MaxRequestBytes)
+	for _, tt := range []struct {
+		name          string
+		body          io.Reader
+		contentLength int64
+		want          answer
+	}{
+		{"a small body", strings.NewReader("{}"), 2, answer{Status: 200, Body: "2"}},
+		{"a body at the limit", bytes.NewReader(atLimit), MaxRequestBytes, answer{Status: 200, Body: strconv.Itoa(MaxRequestBytes)}},
+		{"a Content-Length above the limit, refused unread", nil, MaxRequestBytes + 1,
+			answer{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", MaxRequestBytes+1, MaxRequestBytes)}},
+		{"a body of unknown length above the limit, cut at it", io.MultiReader(bytes.NewReader(atLimit), strings.NewReader("x")), -1,
+			answer{Status: 413, Body: fmt.Sprintf("the body is more than the %d bytes served: http: request body too large", MaxRequestBytes)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got answer
+			if tt.body == nil {
+				got = sendHeaders(t, srv.Listener.Addr().String(), tt.contentLength)
+			} else {
+				got = send(srv.URL, tt.body, tt.contentLength)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+			waitUntil(t, l, "the request is no longer counted", idle)
+		})
+	}
+}
+
+func TestLimitInFlight(t *testing.T) {
+	l := newLimiter()
+	l.maxInFlight = 2
+	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
+	srv := httptest.NewServer(l.limit(h))
+	t.Cleanup(srv.Close) // after the bodies still arriving are closed
+
+	held := make(chan answer, l.maxInFlight)
+	for range l.maxInFlight {
+		go func() { held <- send(srv.URL, strings.NewReader("{}"), 2) }()
+		<-h.entered
+	}
+	// A body still arriving is not in flight; one more complete body is refused at once.
+	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()},
+		send(srv.URL, strings.NewReader("{}"), 2)); diff != "" {
+		t.Errorf("a request beyond MaxInFlight (-want +got):\n%s", diff)
+	}
+	close(h.gate)
+	for range l.maxInFlight {
+		if got := <-held; got.Status != 200 {
+			t.Errorf("a request in flight was answered %+v, want 200", got)
+		}
+	}
+	waitUntil(t, l, "no request is counted", idle)
+	if got := send(srv.URL, strings.NewReader("{}"), 2); got.Status != 200 {
+		t.Errorf("once the others are answered, a request gets %+v, want 200", got)
+	}
+}
+
+// trickle starts a request whose body arrives as the test writes it, and
+// returns the writer and where the answer will arrive.
+func trickle(t *testing.T, url string, declared int64) (*io.PipeWriter, <-chan answer) {
+	t.Helper()
+	r, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	got := make(chan answer, 1)
+	go func() { got <- send(url, r, declared) }()
+	return w, got
+}
+
+func write(t *testing.T, w io.Writer, n int) {
+	t.Helper()
+	if _, err := w.Write(bytes.Repeat([]byte(" "), n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLimitSlowBodies fills the room for body bytes with bodies that
+// arrive slowly, and checks that a large body waits for room, unread, that
+// a small body still gets through, cutting the oldest slow body, and that
+// the room it frees goes to the body that waits.
+func TestLimitSlowBodies(t *testing.T) {
+	l := newLimiter()
+	l.maxBytes, l.reserve, l.smallBytes = 64<<10, 16<<10, 8<<10
+	srv := httptest.NewServer(l.limit(readingHandler{}))
+	t.Cleanup(srv.Close) // after the bodies still arriving are closed
+
+	// A large body takes the room for large bodies whole, and sends part of it.
+	first, firstAnswer := trickle(t, srv.URL, 48<<10)
+	write(t, first, 20<<10)
+	waitUntil(t, l, "the first slow body holds the room for large bodies", func(l *limiter) bool { return l.bytes == 48<<10 })
+
+	// A second large body waits for room, unread.
+	second, secondAnswer := trickle(t, srv.URL, 40<<10)
+	go func() { _, _ = second.Write(bytes.Repeat([]byte(" "), 40<<10)) }()
+	waitUntil(t, l, "the second large body waits", func(l *limiter) bool { return l.waiting == 1 })
+
+	// Small bodies use the reserve.
+	if got := send(srv.URL, strings.NewReader(strings.Repeat(" ", 4<<10)), 4<<10); got.Status != 200 {
+		t.Fatalf("a small body beside slow ones: %+v, want 200", got)
+	}
+	// Two small slow bodies fill the reserve: each holds 7 KiB, and room
+	// for the last KiB it has not sent.
+	var small []*io.PipeWriter
+	for range 2 {
+		w, _ := trickle(t, srv.URL, 8<<10)
+		write(t, w, 7<<10)
+		small = append(small, w)
+	}
+	waitUntil(t, l, "the slow bodies hold all the room", func(l *limiter) bool { return l.bytes == 64<<10 })
+
+	// The next small body does not fit: it cuts the oldest slow body.
+	if got := send(srv.URL, strings.NewReader(strings.Repeat(" ", 4<<10)), 4<<10); got.Status != 200 {
+		t.Errorf("a small body when there is no room: %+v, want 200", got)
+	}
+	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errCut.Error()}, <-firstAnswer); diff != "" {
+		t.Errorf("the oldest slow body (-want +got):\n%s", diff)
+	}
+	// Once the small ones end, the waiting body gets its room, whole, and is read.
+	for _, w := range small {
+		w.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	if diff := cmp.Diff(answer{Status: 200, Body: strconv.Itoa(40 << 10)}, <-secondAnswer); diff != "" {
+		t.Errorf("the large body that waited (-want +got):\n%s", diff)
+	}
+	waitUntil(t, l, "no request is counted", idle)
+}
+
+// TestLimitLargeBodyWaitsUntilItsDeadline checks that a large body that
+// finds no room waits, and is answered 408 once its deadline passes.
+func TestLimitLargeBodyWaitsUntilItsDeadline(t *testing.T) {
+	l := newLimiter()
+	l.maxBytes, l.reserve, l.smallBytes, l.bodyTimeout = 64<<10, 16<<10, 8<<10, 100*time.Millisecond
+	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
+	srv := httptest.NewServer(l.limit(h))
+	t.Cleanup(srv.Close)
+
+	// A large body, complete and being answered, holds the room for large bodies.
+	first := make(chan answer, 1)
+	go func() { first <- send(srv.URL, bytes.NewReader(make([]byte, 48<<10)), 48<<10) }()
+	<-h.entered
+	second, secondAnswer := trickle(t, srv.URL, 16<<10)
+	go func() { _, _ = second.Write(bytes.Repeat([]byte(" "), 1<<10)) }()
+	if diff := cmp.Diff(answer{Status: 408, Body: errTooSlow.Error()}, <-secondAnswer); diff != "" {
+		t.Errorf("a large body with no room (-want +got):\n%s", diff)
+	}
+	close(h.gate)
+	if got := <-first; got.Status != 200 {
+		t.Errorf("the large body in flight: %+v, want 200", got)
+	}
+}
