@@ -103,8 +103,8 @@ func run() {
 	// As the API server calls the webhook: keep-alive, timeoutSeconds 5.
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 	status, want, err := post(context.Background(), client, url, legit)
-	if status != http.StatusOK || want == "" {
-		must(0, fmt.Errorf("the Flyte review was answered %d with patch %q (%v), want 200 and a patch", status, want, err))
+	if status != http.StatusOK || !strings.Contains(want, `/command","value":["/usr/sbin/sshd"`) || !strings.Contains(want, "flyte-worker-args") {
+		must(0, fmt.Errorf("the Flyte review was answered %d with patch %q (%v), want 200 and sshd from flyte-worker-args", status, want, err))
 	}
 
 	// The attack, and the Flyte reviews beside it.
@@ -254,17 +254,13 @@ func (b slowBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// reviews returns a Flyte review: testdata/mpijob-v1.yaml with the task
-// custom flytekit writes; and a large one, the same with an annotation that
-// brings it to -big-bytes, as a large last-applied-configuration does.
+// reviews returns a Flyte review: the MPIJob Flyte builds for a Horovod task
+// that declares its worker command; and a large one, the same with an
+// annotation that brings it to -big-bytes, as a large last-applied-configuration does.
 func reviews() (legit, big []byte) {
-	job := must(fixtures.LegacyJob("v1"))
-	annotations := job.GetAnnotations()
-	annotations["mpi.flyte.org/task-custom"] = fixtures.FlytekitCustom
-	job.SetAnnotations(annotations)
+	job := must(fixtures.FlyteJob("v1", fixtures.HorovodWorkerCommand))
 	legit = fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob("v1"), admissionv1.Create)
-	annotations["kubectl.kubernetes.io/last-applied-configuration"] = strings.Repeat("x", *bigBytes-len(legit)-60)
-	job.SetAnnotations(annotations)
+	job.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", *bigBytes-len(legit)-60)})
 	return legit, fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob("v1"), admissionv1.Create)
 }
 

@@ -21,7 +21,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,21 +29,16 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
 // Path is where the webhook is served.
 const Path = "/mutate-mpijob"
 
-// MaxRequestBytes bounds a request body. The API server sends objects of at
-// most about 3 MiB, and a review holds the object, the old object on an
-// update, and a little more; a larger body is refused unread with 413.
-const MaxRequestBytes = 8 << 20
-
-// RequestTimeout bounds reading a request's body and writing its
-// response. The API server gives up after the configuration's timeoutSeconds
-// (5 in config/webhook) anyway; controller-runtime's server bounds the
-// headers (32 s) and idle keep-alive connections (90 s).
-const RequestTimeout = 10 * time.Second
+// MaxRequestBytes bounds a request body: internal/server refuses a larger
+// one before the handler runs, and the handler refuses it too where it is
+// served without that server (bin/webhook preview, the tests).
+const MaxRequestBytes = server.MaxRequestBytes
 
 // MPIJob's group and kind, and the versions whose worker containers sit at
 // the path package mutate patches.
@@ -101,15 +95,9 @@ func badRequest(format string, args ...any) error {
 	return &BadRequestError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// ServeHTTP reads one AdmissionReview, bounded in size and time, and answers it.
+// ServeHTTP reads one AdmissionReview and answers it. The server bounds the
+// time its body and answer may take, and the memory bodies may hold.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Bound this request's body and response; net/http clears both
-	// deadlines before the connection's next request.
-	rc := http.NewResponseController(w)
-	deadline := time.Now().Add(RequestTimeout)
-	_ = rc.SetReadDeadline(deadline) // not every ResponseWriter supports deadlines; the server's own still hold
-	_ = rc.SetWriteDeadline(deadline)
-
 	if r.Method != http.MethodPost {
 		h.refuse(w, "only POST is served", http.StatusMethodNotAllowed)
 		return

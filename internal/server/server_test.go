@@ -103,7 +103,7 @@ func TestServer(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	// A Flyte MPIJob with the task's custom, as flytepropeller creates it.
-	job, err := fixtures.LegacyJob("v2beta1")
+	job, err := fixtures.FlyteJob("v2beta1", fixtures.HorovodNoWorkerCommand)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 func main() {
 	cfg := server.DefaultConfig()
+	cfg.ShutdownDrain = 0 // a benchmark's reference stops at once
 	cfg.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
