@@ -43,8 +43,8 @@ func main() {
 
 func run(ctx context.Context) (err error) {
 	ctrl.SetLogger(logr.Discard()) // the table below is the demo's output
-	fmt.Println("Starting a local kube-apiserver and etcd with training-operator's MPIJob CRD (kubeflow.org/v1),")
-	fmt.Println("and serving the webhook, registered as config/default installs it ...")
+	fmt.Println("Starting a local kube-apiserver and etcd with training-operator's MPIJob CRD (kubeflow.org/v1),\n" +
+		"and serving the webhook, registered as config/default installs it ...")
 	start := time.Now()
 	env, err := framework.Start(ctx, "v1")
 	if err != nil {
@@ -76,11 +76,13 @@ func run(ctx context.Context) (err error) {
 	if err := table.Flush(); err != nil {
 		return err
 	}
-	fmt.Println("\nFlyte writes a declared worker command into the worker's args, with no command, and training-operator")
-	fmt.Println("v1.8 runs `sleep 365d` in a worker container without a command: without the webhook, these workers")
-	fmt.Println("sleep instead of running sshd. The last task declares no worker command, so the webhook has none to")
-	fmt.Println("give it: declare Worker(command=[...]) or add the annotation (README).")
-	fmt.Println("Try your own job: bin/webhook preview -f job.yaml")
+	fmt.Print(`
+Flyte writes a declared worker command into the worker's args, with no command, and training-operator
+v1.8 runs ` + "`sleep 365d`" + ` in a worker container without a command: without the webhook, these workers
+sleep instead of running sshd. The last task declares no worker command, so the webhook has none to
+give it: declare Worker(command=[...]) or add the annotation (README).
+Try your own job: bin/webhook preview -f job.yaml
+`)
 	return nil
 }
 

@@ -23,10 +23,10 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/bench/refhook"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
@@ -118,17 +118,12 @@ func checkAnswer(t testing.TB, c benchCase, path string, h http.Handler) {
 		rec.Code != http.StatusOK || out.Response.UID != in.Request.UID || !out.Response.Allowed {
 		t.Fatalf("%s: not an allowed AdmissionReview response with the uid: %v: %d %s", path, err, rec.Code, rec.Body)
 	}
-	if wantPatch := path == "webhook" && c.flyte; wantPatch != (len(out.Response.Patch) > 0) {
-		t.Fatalf("%s: patch %s, want one: %t", path, out.Response.Patch, wantPatch)
-	} else if !wantPatch {
-		return
-	}
-	job := &unstructured.Unstructured{}
-	if err := job.UnmarshalJSON(applyPatch(t, in.Request.Object.Raw, out.Response)); err != nil {
+	var job mutate.Job // as the API server stores it, patched or not
+	if err := json.Unmarshal(applyPatch(t, in.Request.Object.Raw, out.Response), &job); err != nil {
 		t.Fatal(err)
 	}
-	workers, _, _ := unstructured.NestedSlice(job.Object, "spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers")
-	if command, _, _ := unstructured.NestedStringSlice(workers[0].(map[string]any), "command"); !slices.Equal(command, fixtures.SSHD) {
-		t.Fatalf("%s: the patched worker runs %q, want %q", path, command, fixtures.SSHD)
+	command := job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers[0].Command
+	if runsSSHD := command != nil && slices.Equal(*command, fixtures.SSHD); runsSSHD != (path == "webhook" && c.flyte) {
+		t.Fatalf("%s: the worker runs command %v; want sshd: %t", path, command, !runsSSHD)
 	}
 }

@@ -136,9 +136,6 @@ var _ = Describe("MPIJob creation through the API server", func() {
 // returns the arms: the webhook's, the references', and none's, the
 // namespace the webhook's namespaceSelector excludes.
 func serveArms(ctx context.Context, env *framework.Env) []arm {
-	dir := GinkgoT().TempDir()
-	ca, err := fixtures.WriteServingCert(dir)
-	Expect(err).NotTo(HaveOccurred())
 	excluded := slices.DeleteFunc(env.ExcludedNamespaces(), func(ns string) bool { return ns == metav1.NamespaceSystem })
 	Expect(excluded).NotTo(BeEmpty())
 	// The control is a second fixed-patch webhook: what differs between two
@@ -151,7 +148,8 @@ func serveArms(ctx context.Context, env *framework.Env) []arm {
 	for _, hook := range installed.Items { // leave the references' namespaces to them
 		for i := range hook.Webhooks {
 			selector := hook.Webhooks[i].NamespaceSelector
-			selector.MatchExpressions = append(selector.MatchExpressions, namespaces(metav1.LabelSelectorOpNotIn, "bench-patch", "bench-noop", "bench-control"))
+			selector.MatchExpressions = append(selector.MatchExpressions, metav1.LabelSelectorRequirement{
+				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"bench-patch", "bench-noop", "bench-control"}})
 		}
 		Expect(env.Client.Update(ctx, &hook)).To(Succeed())
 	}
@@ -165,25 +163,15 @@ func serveArms(ctx context.Context, env *framework.Env) []arm {
 		reference := refhook.Handler(map[bool][]byte{true: webhookPatch(env)}[a.mutated])
 		port, err := framework.FreePort("127.0.0.1")
 		Expect(err).NotTo(HaveOccurred())
-		mgr, err := server.New(server.Config{Port: port, CertDir: dir, MetricsBindAddress: "0", HealthProbeBindAddress: "0"}, admission.Path,
+		mgr, err := server.New(server.Config{Host: "127.0.0.1", Port: port, CertDir: env.ServingCertDir(), MetricsBindAddress: "0", HealthProbeBindAddress: "0"}, admission.Path,
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.calls.Add(1); reference.ServeHTTP(w, r) }))
 		Expect(err).NotTo(HaveOccurred())
 		go func() { defer GinkgoRecover(); Expect(mgr.Start(serving)).To(Succeed()) }()
-		hook, url := env.Webhook.DeepCopy(), fmt.Sprintf("https://127.0.0.1:%d%s", port, admission.Path)
-		hook.ObjectMeta = metav1.ObjectMeta{Name: a.namespace}
-		for i := range hook.Webhooks {
-			hook.Webhooks[i].Name = a.namespace + "." + hook.Webhooks[i].Name
-			hook.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca.CertPEM}
-			hook.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{
-				MatchExpressions: []metav1.LabelSelectorRequirement{namespaces(metav1.LabelSelectorOpIn, a.namespace)}}
-		}
-		Expect(env.Client.Create(ctx, hook)).To(Succeed())
+		Expect(env.InstallCopy(ctx, a.namespace, fmt.Sprintf("https://127.0.0.1:%d%s", port, admission.Path), func(w *admissionregistrationv1.MutatingWebhook) {
+			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: a.namespace}}
+		})).To(Succeed())
 	}
 	return arms
-}
-
-func namespaces(op metav1.LabelSelectorOperator, names ...string) metav1.LabelSelectorRequirement {
-	return metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: op, Values: names}
 }
 
 // webhookPatch is the patch the webhook answers refhook.Job with.

@@ -75,20 +75,33 @@ func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Optio
 		e.labelled = map[string]labelledServer{}
 	}
 	e.labelled[label] = labelledServer{stop: cancel, done: done, configuration: e.Webhook.Name + "-" + name}
-	hook := e.Webhook.DeepCopy()
-	hook.ObjectMeta = metav1.ObjectMeta{Name: e.labelled[label].configuration}
 	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port)) + admission.Path
-	for i := range hook.Webhooks {
-		w := &hook.Webhooks[i]
-		w.Name = name + "." + w.Name
+	if err := e.InstallCopy(ctx, name, url, func(w *admissionregistrationv1.MutatingWebhook) {
 		requireLabel(w, label, metav1.LabelSelectorOpExists)
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wio.LocalServingCAData}
-	}
-	if err := e.Client.Create(ctx, hook); err != nil {
+	}); err != nil {
 		return err
 	}
 	return e.waitForLabelled(ctx, label, true)
 }
+
+// InstallCopy installs a copy of the webhook configuration, named after it
+// with -name, whose webhooks call url with the serving certificate's CA
+// (ServingCertDir), after route has changed each, such as its selectors.
+func (e *Env) InstallCopy(ctx context.Context, name, url string, route func(*admissionregistrationv1.MutatingWebhook)) error {
+	hook := e.Webhook.DeepCopy()
+	hook.ObjectMeta = metav1.ObjectMeta{Name: e.Webhook.Name + "-" + name}
+	for i := range hook.Webhooks {
+		w := &hook.Webhooks[i]
+		w.Name = name + "." + w.Name
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: e.testEnv.WebhookInstallOptions.LocalServingCAData}
+		route(w)
+	}
+	return e.Client.Create(ctx, hook)
+}
+
+// ServingCertDir holds the serving certificate (tls.crt, tls.key) that the
+// webhook configurations' CA signed, for a server of a test's own.
+func (e *Env) ServingCertDir() string { return e.testEnv.WebhookInstallOptions.LocalServingCertDir }
 
 // labelledServer is a server ServeLabelled started.
 type labelledServer struct {
