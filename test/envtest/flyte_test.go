@@ -1,8 +1,8 @@
 package envtest_test
 
 import (
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL
-	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"

@@ -3,8 +3,8 @@ package envtest_test
 import (
 	"slices"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL
-	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"

@@ -9,8 +9,8 @@ import (
 	"context"
 	"testing"
 
-	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL
-	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
