@@ -19,6 +19,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/e2e}
 
 log() { echo "e2e-operators: $*" >&2; }
+# shellcheck source=hack/build-cached.sh
+source "$here/build-cached.sh"
 
 # build NAME MODULE PACKAGE WANT_VERSION prints the path of NAME's binary,
 # building PACKAGE with the tools module hack/e2e/NAME when it is not cached.
@@ -30,29 +32,7 @@ build() {
 		log "hack/e2e/$name builds $module $version, but $want was asked for: update hack/e2e/$name/go.mod"
 		return 1
 	fi
-	local dir="$cache/$name-$version"
-	if [[ -x "$dir/$name" ]]; then
-		echo "$dir/$name"
-		return 0
-	fi
-	log "building $name $version from the Go module proxy into $dir"
-	log "this happens once per version and takes several minutes on 2 cores"
-	mkdir -p "$dir"
-	local start=$SECONDS
-	# Report every 30 s, so that a long first build never looks hung. On
-	# standard error: a sleep left over must not hold standard output open.
-	(while sleep 30; do log "... still building $name ($((SECONDS - start))s)"; done) >&2 &
-	local ticker=$!
-	# A temporary name in the same directory, so that the binary appears whole or not at all.
-	if ! (cd "$here/e2e/$name" && go build -trimpath -ldflags "-s -w" -o "$dir/.$name.tmp" "$package") >&2; then
-		kill "$ticker"
-		log "building $name $version failed"
-		return 1
-	fi
-	kill "$ticker"
-	mv "$dir/.$name.tmp" "$dir/$name"
-	log "built $name $version in $((SECONDS - start))s"
-	echo "$dir/$name"
+	build_cached "$here/e2e/$name" "$package" "$cache/$name-$version/$name" -trimpath -ldflags "-s -w"
 }
 
 mpi=$(build mpi-operator github.com/kubeflow/mpi-operator \

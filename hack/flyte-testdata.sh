@@ -19,6 +19,8 @@ module="$here/flyte-testdata"
 cache=${FLYTE_TESTDATA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/flyte-testdata}
 
 log() { echo "flyte-testdata: $*" >&2; }
+# shellcheck source=hack/build-cached.sh
+source "$here/build-cached.sh"
 
 usage() {
 	log "usage: $0 generate|check DIR"
@@ -34,28 +36,7 @@ generator() {
 		go env GOVERSION
 		sha256sum go.mod go.sum ./*.go
 	) | sha256sum | cut -c1-16)
-	local dir="$cache/$key"
-	if [[ -x "$dir/flyte-testdata" ]]; then
-		echo "$dir/flyte-testdata"
-		return 0
-	fi
-	log "building hack/flyte-testdata (flyteplugins and flytepropeller) into $dir"
-	log "this happens once per change of hack/flyte-testdata and takes several minutes on 2 cores"
-	mkdir -p "$dir"
-	local start=$SECONDS
-	# Report every 30 s, so that a long first build never looks hung.
-	(while sleep 30; do log "... still building ($((SECONDS - start))s)"; done) >&2 &
-	local ticker=$!
-	# A temporary name in the same directory, so that the binary appears whole or not at all.
-	if ! (cd "$module" && go build -o "$dir/.flyte-testdata.tmp" .) >&2; then
-		kill "$ticker"
-		log "building hack/flyte-testdata failed"
-		return 1
-	fi
-	kill "$ticker"
-	mv "$dir/.flyte-testdata.tmp" "$dir/flyte-testdata"
-	log "built hack/flyte-testdata in $((SECONDS - start))s"
-	echo "$dir/flyte-testdata"
+	build_cached "$module" . "$cache/$key/flyte-testdata"
 }
 
 [[ $# -eq 2 ]] || usage

@@ -17,8 +17,8 @@ const MemoryLimitEnv = "MEMORY_LIMIT"
 // MemoryLimitRatio is the share of the container's memory limit that the Go
 // runtime's soft limit (GOMEMLIMIT) is set to. The soft limit counts only
 // the Go heap, stacks and runtime; the rest of the resident memory (the
-// binary's pages, about 15 MiB, and the kernel's socket buffers, which the
-// cgroup charges too) needs the remaining fifth. With the soft limit the
+// binary's pages, about 25 MiB measured, and the kernel's socket buffers,
+// which the cgroup charges too) needs the remaining fifth. With the soft limit the
 // garbage collector runs harder as the heap nears it, instead of letting
 // garbage grow to twice the live heap and the kernel kill the process.
 const MemoryLimitRatio = 0.8
