@@ -36,8 +36,9 @@ import (
 const Path = "/mutate-mpijob"
 
 // MaxRequestBytes bounds a request body: internal/server refuses a larger
-// one before the handler runs, and the handler refuses it too where it is
-// served without that server (bin/webhook preview, the tests).
+// one before the handler runs; the handler's own check, the same number, is
+// for where it is served without that server (httptest, the fuzz target),
+// and bin/webhook preview reads no more from its standard input.
 const MaxRequestBytes = server.MaxRequestBytes
 
 // MPIJob's group and kind, and the versions whose worker containers sit at
