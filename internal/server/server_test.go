@@ -14,6 +14,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
@@ -69,19 +70,16 @@ func TestServer(t *testing.T) {
 	start(t, cfg)
 
 	// Ready only once the webhook serves TLS; poll as a kubelet would.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + probeAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) {
+			resp, err := http.Get("http://" + probeAddr + "/readyz")
+			if err != nil {
+				return false, nil
 			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never ready: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a probe, as a kubelet does; not synchronisation on a result
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, nil
+		}); err != nil {
+		t.Fatalf("never ready: %v", err)
 	}
 	if resp, err := http.Get("http://" + probeAddr + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("healthz: %v %v", resp, err)
@@ -206,10 +204,12 @@ func TestCertificateRotation(t *testing.T) {
 		return conn.ConnectionState().PeerCertificates[0], nil
 	}
 	var before *x509.Certificate
-	for deadline := time.Now().Add(30 * time.Second); before == nil; {
-		if before, err = served(); err != nil && time.Now().After(deadline) {
-			t.Fatalf("never served: %v", err)
-		}
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) {
+			before, err = served()
+			return err == nil, nil
+		}); err != nil {
+		t.Fatalf("never served: %v", err)
 	}
 
 	// Requests on new connections, trusting the CA as the caBundle does,
@@ -219,26 +219,25 @@ func TestCertificateRotation(t *testing.T) {
 	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"kubeflow.org","version":"v1","kind":"MPIJob"},"operation":"DELETE"}}`
 	var requests, failures int
 	var after *x509.Certificate
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		resp, err := client.Post("https://"+address+admission.Path, "application/json", strings.NewReader(review))
-		requests++
-		if err != nil {
-			failures++
-			t.Errorf("request %d: %v", requests, err)
-		} else {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) {
+			resp, err := client.Post("https://"+address+admission.Path, "application/json", strings.NewReader(review))
+			requests++
+			if err != nil {
 				failures++
-				t.Errorf("request %d: status %d", requests, resp.StatusCode)
+				t.Errorf("request %d: %v", requests, err)
+			} else {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failures++
+					t.Errorf("request %d: status %d", requests, resp.StatusCode)
+				}
 			}
-		}
-		if after, err = served(); err == nil && !after.Equal(before) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new certificate was not served within 30 s (%d requests)", requests)
-		}
+			after, err = served()
+			return err == nil && !after.Equal(before), nil
+		}); err != nil {
+		t.Fatalf("the new certificate was not served within 30 s (%d requests): %v", requests, err)
 	}
 	if failures > 0 {
 		t.Fatalf("%d of %d requests failed during the rotation", failures, requests)
