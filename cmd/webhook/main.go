@@ -49,7 +49,7 @@ func main() {
 	zapOpts.BindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on a bad flag
 
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(server.BoundedLogger(zap.New(zap.UseFlagOptions(&zapOpts))))
 	if err := serve(cfg, opts); err != nil {
 		ctrl.Log.Error(err, "webhook stopped")
 		os.Exit(1)
@@ -62,7 +62,7 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts))
+	mgr, err := server.New(cfg, admission.Path, admission.NewWebhook(opts))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -15,11 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/annotate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
 // errDenied is a preview whose MPIJob the server would reject; the reason is already printed.
@@ -53,10 +56,7 @@ func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 
 	var decision mutate.Decision
 	handler := &admission.Handler{Options: opts, Observe: func(d mutate.Decision) { decision = d }}
-	resp, err := admit(handler, object, gvk)
-	if err != nil {
-		return err
-	}
+	resp := admit(handler, object, gvk)
 	printDecision(stderr, decision, resp.Warnings)
 	if !resp.Allowed {
 		fmt.Fprintln(stderr, "denied:", resp.Result.Message)
@@ -97,37 +97,23 @@ func readMPIJob(data []byte) ([]byte, schema.GroupVersionKind, error) {
 			"(quote annotation values that YAML reads as numbers or booleans): %w", err)
 	}
 	gvk := meta.GroupVersionKind()
-	if gvk.Group != "kubeflow.org" || gvk.Kind != "MPIJob" || (gvk.Version != "v1" && gvk.Version != "v2beta1") {
+	if gvk.Group != mutate.MPIJobGroup || gvk.Kind != mutate.MPIJobKind || !slices.Contains(mutate.MPIJobVersions, gvk.Version) {
 		return nil, gvk, fmt.Errorf("is apiVersion %q kind %q; expected an MPIJob of kubeflow.org/v1 or kubeflow.org/v2beta1",
 			meta.APIVersion, meta.Kind)
 	}
 	return object, gvk, nil
 }
 
-// admit wraps the object into the AdmissionReview the API server would send for its creation.
-func admit(h *admission.Handler, object []byte, gvk schema.GroupVersionKind) (*admissionv1.AdmissionResponse, error) {
-	review, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID:       "preview",
-			Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
-			Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: "mpijobs"},
-			Operation: admissionv1.Create,
-			Object:    runtime.RawExtension{Raw: object},
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	out, err := h.Admit(context.Background(), review)
-	if err != nil {
-		return nil, err
-	}
-	var answer admissionv1.AdmissionReview
-	if err := json.Unmarshal(out, &answer); err != nil {
-		return nil, err
-	}
-	return answer.Response, nil
+// admit answers the object's creation as the server would: the request the
+// API server would send, through the server's own handler.
+func admit(h *admission.Handler, object []byte, gvk schema.GroupVersionKind) admissionv1.AdmissionResponse {
+	return h.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       "preview",
+		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: mutate.MPIJobResource},
+		Operation: admissionv1.Create,
+		Object:    runtime.RawExtension{Raw: object},
+	}}).AdmissionResponse
 }
 
 // printDecision prints the decision and every warning the response carries:
@@ -200,7 +186,7 @@ func readInput(file string, stdin io.Reader) ([]byte, error) {
 	case "":
 		return nil, errors.New("-f is required (- reads standard input)")
 	case "-":
-		return io.ReadAll(io.LimitReader(stdin, admission.MaxRequestBytes))
+		return io.ReadAll(io.LimitReader(stdin, server.MaxRequestBytes))
 	}
 	return os.ReadFile(file)
 }

@@ -116,9 +116,9 @@ func TestNoAnnotationTouchesAnythingElse(t *testing.T) {
 						annotate(k, v)(job)
 					}
 				})
-				h := newHandler()
-				h.Options.InjectAs = mode
-				resp := admit(t, h, reviewOf(t, "v2beta1", "CREATE", object))
+				opts := mutate.DefaultOptions()
+				opts.InjectAs = mode
+				resp := admit(t, (&Handler{Options: opts}).Webhook(), reviewOf(t, "v2beta1", "CREATE", object))
 				if !resp.Allowed || len(resp.Patch) == 0 {
 					t.Fatalf("want a patch, got %+v", resp)
 				}

@@ -26,10 +26,10 @@ func SplitCommand(line string) ([]string, error) {
 	// where sh keeps a carriage return in the word: refuse both rather
 	// than split differently from sh.
 	if i := strings.IndexByte(line, 0); i >= 0 {
-		return nil, fmt.Errorf("%q has a NUL byte at byte %d; no program can receive one in an argument", line, i)
+		return nil, fmt.Errorf("%s has a NUL byte at byte %d; no program can receive one in an argument", quote(line), i)
 	}
 	if i := strings.IndexByte(line, '\r'); i >= 0 {
-		return nil, fmt.Errorf("%q has a carriage return at byte %d; sh would keep it in a word, so remove it", line, i)
+		return nil, fmt.Errorf("%s has a carriage return at byte %d; sh would keep it in a word, so remove it", quote(line), i)
 	}
 	file, err := parse(line)
 	if err != nil {
@@ -45,7 +45,7 @@ func SplitCommand(line string) ([]string, error) {
 		}
 	}
 	if err := checkCommand(words); err != nil {
-		return nil, fmt.Errorf("%q: %w", line, err)
+		return nil, fmt.Errorf("%s: %w", quote(line), err)
 	}
 	return words, nil
 }
@@ -121,7 +121,7 @@ func (e *shellSyntaxError) Error() string {
 	case e.text == "\n":
 		advice = "no shell runs the worker command, so quote the newline, or end the line with a backslash to continue it"
 	}
-	return fmt.Sprintf("%q has the %s %q at byte %d; %s", e.line, e.kind, e.text, e.offset, advice)
+	return fmt.Sprintf("%s has the %s %s at byte %d; %s", quote(e.line), e.kind, quote(e.text), e.offset, advice)
 }
 
 // firstShellSyntax returns the first piece of shell syntax in the parsed
@@ -301,15 +301,15 @@ func parseError(line, src string, err error) error {
 	case errors.As(err, &pe):
 		pos = pe.Pos
 		if opener := unclosed(src[pos.Offset():]); pe.Incomplete && opener != "" {
-			return fmt.Errorf("%q is not a valid command line: the %s at byte %d is never closed", line, opener, pos.Offset())
+			return fmt.Errorf("%s is not a valid command line: the %s at byte %d is never closed", quote(line), opener, pos.Offset())
 		}
 	case errors.As(err, &le):
 		pos = le.Pos
 	default:
-		return fmt.Errorf("%q is not a valid command line: %w", line, err)
+		return fmt.Errorf("%s is not a valid command line: %w", quote(line), err)
 	}
 	msg := strings.TrimPrefix(err.Error(), pos.String()+": ")
-	return fmt.Errorf("%q is not a valid command line: byte %d: %s", line, pos.Offset(), msg)
+	return fmt.Errorf("%s is not a valid command line: byte %d: %s", quote(line), pos.Offset(), msg)
 }
 
 // unclosed names the quote or the expansion that rest starts with, if any.

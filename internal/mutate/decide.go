@@ -9,6 +9,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Outcome is what Decide did with an MPIJob; it names the decision in logs and metrics.
@@ -52,9 +53,23 @@ type Decision struct {
 type AnnotationError struct {
 	Key string
 	Err error
+	// Path is where the annotation is: the MPIJob's metadata, or the Worker pod template's.
+	Path *field.Path
 }
 
-func (e *AnnotationError) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *AnnotationError) Error() string { return Truncate(e.Key + ": " + e.Err.Error()) }
+
+// Field is the path of the annotation in the MPIJob, as the API server names the fields of an invalid object.
+func (e *AnnotationError) Field() string { return e.Path.String() }
+
+// invalidAnnotation is the error of annotation key of job, which err says is invalid.
+func invalidAnnotation(job *Job, key string, err error) *AnnotationError {
+	at := annotationsField
+	if _, ok := job.Metadata.Annotations[key]; !ok {
+		at = workerAnnotationsField
+	}
+	return &AnnotationError{Key: key, Err: err, Path: at.Key(key)}
+}
 
 func (e *AnnotationError) Unwrap() error { return e.Err }
 
@@ -82,9 +97,9 @@ func Decide(job *Job, opts Options) Decision {
 	if i := namedContainer(job.Spec.MPIReplicaSpecs.Worker, opts.ContainerName); i > 0 {
 		// Whatever the webhook does, the operators run MPI in the first
 		// container: the job cannot work until its MPI container comes first.
-		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: is named %q, but the MPI operators run MPI, sshd and its keys "+
-			"in the first container, %q, which is the one the worker command goes to; put the MPI container first",
-			workerContainersField.Index(i), opts.ContainerName, worker.Name))
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: is named %s, but the MPI operators run MPI, sshd and its keys "+
+			"in the first container, %s, which is the one the worker command goes to; put the MPI container first",
+			workerContainersField.Index(i), quote(opts.ContainerName), quote(worker.Name)))
 	}
 	if len(command) == 0 && opts.InferWorkerCommand {
 		var warning string
@@ -133,32 +148,32 @@ func AnnotatedCommand(job *Job) ([]string, Source, error) {
 	switch typeVersion {
 	case "", TaskTypeVersionLegacy, TaskTypeVersionKubeflow:
 	default:
-		return nil, SourceNone, &AnnotationError{AnnotationTaskTypeVersion,
-			fmt.Errorf("%s is not a task type version of Flyte's MPI task; expected %q or %q",
-				strconv.Quote(typeVersion), TaskTypeVersionLegacy, TaskTypeVersionKubeflow)}
+		return nil, SourceNone, invalidAnnotation(job, AnnotationTaskTypeVersion, fmt.Errorf(
+			"%s is not a task type version of Flyte's MPI task; expected %q or %q",
+			quote(typeVersion), TaskTypeVersionLegacy, TaskTypeVersionKubeflow))
 	}
 
 	var fromCustom, fromSpec []string
 	if custom, ok := annotation(job, AnnotationTaskCustom); ok {
 		if err := checkSize(custom); err != nil {
-			return nil, SourceNone, &AnnotationError{AnnotationTaskCustom, err}
+			return nil, SourceNone, invalidAnnotation(job, AnnotationTaskCustom, err)
 		}
 		command, err := decodeTaskCustom(custom, typeVersion)
 		if err == nil {
 			err = checkCommand(command)
 		}
 		if err != nil {
-			return nil, SourceNone, &AnnotationError{AnnotationTaskCustom, err}
+			return nil, SourceNone, invalidAnnotation(job, AnnotationTaskCustom, err)
 		}
 		fromCustom = command
 	}
 	if line, ok := annotation(job, AnnotationWorkerSpecCommand); ok {
 		if err := checkSize(line); err != nil {
-			return nil, SourceNone, &AnnotationError{AnnotationWorkerSpecCommand, err}
+			return nil, SourceNone, invalidAnnotation(job, AnnotationWorkerSpecCommand, err)
 		}
 		command, err := SplitCommand(line)
 		if err != nil {
-			return nil, SourceNone, &AnnotationError{AnnotationWorkerSpecCommand, err}
+			return nil, SourceNone, invalidAnnotation(job, AnnotationWorkerSpecCommand, err)
 		}
 		fromSpec = command
 	}

@@ -1,9 +1,11 @@
 package mutate
 
 import (
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 )
 
 // Job is the part of an MPIJob that Decide reads. kubeflow.org/v1 and
@@ -55,7 +57,35 @@ type TemplateMetadata struct {
 
 // PodSpec holds the containers of a pod template.
 type PodSpec struct {
-	Containers []Container `json:"containers"`
+	Containers Containers `json:"containers"`
+}
+
+// MaxContainers is how many of a pod template's containers Job decodes.
+// Decide reads the first, and the others' names only to warn about an MPI
+// container that is not first; a pod has a handful.
+const MaxContainers = 64
+
+// Containers is a pod template's first MaxContainers containers. Decoding
+// skips the rest without allocating, so that a review of a million empty
+// containers costs what one of MaxContainers does.
+type Containers []Container
+
+// UnmarshalJSON decodes the first MaxContainers containers of a JSON array.
+func (c *Containers) UnmarshalJSON(data []byte) error {
+	// A Go array takes the first elements of a JSON array and discards the rest unread.
+	var first [MaxContainers]*Container
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &first); err != nil {
+		return err
+	}
+	n := slices.Index(first[:], nil)
+	if n < 0 {
+		n = MaxContainers
+	}
+	*c = make(Containers, n)
+	for i, container := range first[:n] {
+		(*c)[i] = *container
+	}
+	return nil
 }
 
 // Container is a container's name, command and args. Command and Args are
@@ -94,6 +124,9 @@ var (
 	workerField           = replicaSpecsField.Child("Worker")
 	launcherField         = replicaSpecsField.Child("Launcher")
 	workerContainersField = workerField.Child("template", "spec", "containers")
+	// annotationsField and workerAnnotationsField are where the annotations are read.
+	annotationsField       = field.NewPath("metadata", "annotations")
+	workerAnnotationsField = workerField.Child("template", "metadata", "annotations")
 )
 
 // jsonPointerEscape escapes a path segment for an RFC 6901 JSON pointer.

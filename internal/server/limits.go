@@ -173,12 +173,15 @@ func (l *limiter) take(t *tracked, n int64) (int64, error) {
 		}
 		small := l.small(t, n)
 		for small && l.bytes+n > l.maxBytes {
-			victim, _ := l.arriving.Front().Value.(*tracked)
-			if victim == t {
+			// The oldest body still arriving goes first; t itself, when it
+			// is the oldest or no longer arriving, is refused.
+			oldest := l.arriving.Front()
+			if oldest == nil || oldest.Value == t {
 				t.err = errBusy
 				l.mu.Unlock()
 				return 0, t.err
 			}
+			victim := oldest.Value.(*tracked)
 			victim.err = errCut
 			l.stopArriving(victim)
 			l.bytes -= victim.held
@@ -251,8 +254,8 @@ func (l *limiter) wakeLocked() {
 func (l *limiter) arrived(t *tracked) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t.err != nil {
-		return t.err
+	if t.err != nil || t.inFlight {
+		return t.err // refused, or a read past the end of a body already counted
 	}
 	l.stopArriving(t)
 	if l.inFlight >= l.maxInFlight {
@@ -290,6 +293,11 @@ func (l *limiter) stopArriving(t *tracked) {
 // request or the body's deadline passes.
 func (l *limiter) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "only POST is served", http.StatusMethodNotAllowed)
+			return
+		}
 		if r.ContentLength > MaxRequestBytes {
 			w.Header().Set("Connection", "close")
 			http.Error(w, fmt.Sprintf("the body is %d bytes, more than the %d served", r.ContentLength, MaxRequestBytes),
@@ -328,7 +336,7 @@ type countedBody struct {
 
 func (b *countedBody) Read(p []byte) (int, error) {
 	if b.err != nil {
-		return 0, b.err
+		return 0, b.err // refused, or the body has ended: counted once
 	}
 	if len(p) == 0 {
 		return b.body.Read(p)
@@ -369,8 +377,9 @@ func (b *countedBody) Read(p []byte) (int, error) {
 		if e := b.limiter.arrived(b.tracked); e != nil {
 			return 0, b.refuse(e)
 		}
+		b.err = io.EOF
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		if e := b.tracked.errLocked(b.limiter); e != nil {
+		if e := b.limiter.refusal(b.tracked); e != nil {
 			return 0, b.refuse(e) // cut while reading
 		}
 		return n, b.refuse(fmt.Errorf("%w: %w", errTooSlow, err))
@@ -394,8 +403,8 @@ func (b *countedBody) refuse(err error) error {
 	return err
 }
 
-// errLocked returns why the limiter refused t, if it did.
-func (t *tracked) errLocked(l *limiter) error {
+// refusal returns why the limiter refused t, if it did.
+func (l *limiter) refusal(t *tracked) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return t.err

@@ -135,6 +135,20 @@ func TestLimitBodySize(t *testing.T) {
 	}
 }
 
+// TestLimitServesOnlyPOST checks that a request the API server never sends is refused before any body is read.
+func TestLimitServesOnlyPOST(t *testing.T) {
+	srv := httptest.NewServer(newLimiter().limit(readingHandler{}))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodPost {
+		t.Errorf("status %d, Allow %q; want 405 and POST", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
 func TestLimitInFlight(t *testing.T) {
 	l := newLimiter()
 	l.maxInFlight = 2
@@ -254,5 +268,59 @@ func TestLimitLargeBodyWaitsUntilItsDeadline(t *testing.T) {
 	close(h.gate)
 	if got := <-first; got.Status != 200 {
 		t.Errorf("the large body in flight: %+v, want 200", got)
+	}
+}
+
+// pastEOFHandler reads the body to its end, then again, as a decoder that
+// checks for trailing data does, and answers 200 with the second read's error.
+type pastEOFHandler struct{}
+
+func (pastEOFHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, err := io.ReadAll(r.Body); err != nil {
+		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	n, err := r.Body.Read(make([]byte, 8))
+	fmt.Fprint(w, n, err)
+}
+
+// TestLimitReadPastEOF checks that a body read past its end counts its
+// request in flight once and takes no more room: with room for exactly
+// one request and its body, reading past the end must neither find the
+// request in flight twice nor look for a body to cut.
+func TestLimitReadPastEOF(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		contentLength int64
+		maxBytes      int64
+	}{
+		{"known length, room for the body alone", 10, 10},
+		// A body of unknown length takes room a read at a time, before it reads.
+		{"unknown length", -1, readChunk},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLimiter()
+			l.maxInFlight, l.maxBytes, l.reserve = 1, tt.maxBytes, 0
+			srv := httptest.NewServer(l.limit(pastEOFHandler{}))
+			t.Cleanup(srv.Close)
+			got := send(srv.URL, strings.NewReader(strings.Repeat("x", 10)), tt.contentLength)
+			if diff := cmp.Diff(answer{Status: 200, Body: "0 EOF"}, got); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+			waitUntil(t, l, "the request is no longer counted", idle)
+		})
+	}
+}
+
+// TestLimitTakeWhenNoBodyArrives checks that a small body short of room,
+// when no body is arriving to be cut, is refused rather than dereferencing
+// an empty list.
+func TestLimitTakeWhenNoBodyArrives(t *testing.T) {
+	l := newLimiter()
+	l.maxBytes = 10
+	l.bytes = 10 // held by a request being answered
+	tr := &tracked{declared: 5}
+	if _, err := l.take(tr, 5); err != errBusy {
+		t.Errorf("take: %v, want %v", err, errBusy)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -109,10 +111,12 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	}
 	// The webhook reads nothing from the API server, so it runs without a
 	// kubeconfig and without RBAC: the manager gets an empty client config,
-	// which nothing ever uses, and no leader election.
+	// which nothing ever uses, and no leader election. It serves the probes
+	// and metrics itself, within the bounds of probeServer: the manager's
+	// own servers read headers of up to 1 MiB for up to 32 s.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: cfg.MetricsBindAddress, TLSOpts: tlsOpts},
-		HealthProbeBindAddress: cfg.HealthProbeBindAddress,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
 		WebhookServer:          webhookServer,
 		// The manager stops the webhook before the probes and metrics, and
 		// gives up on it after this: room for the drain and the shutdown.
@@ -123,13 +127,35 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	}
 	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
 	mgr.GetWebhookServer().Register(path, hook)
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding the health check: %w", err)
-	}
+
+	probes := http.NewServeMux()
 	// Ready only once the webhook serves TLS, so no request reaches a pod
 	// that cannot answer it, and no longer once it drains.
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	for name, checks := range map[string]map[string]healthz.Checker{
+		"/healthz": {"ping": healthz.Ping},
+		"/readyz":  {"webhook": webhookServer.StartedChecker()},
+	} {
+		handler := http.StripPrefix(name, &healthz.Handler{Checks: checks})
+		probes.Handle(name, handler)
+		probes.Handle(name+"/", handler)
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	for name, serve := range map[string]struct {
+		address string
+		handler http.Handler
+	}{"health probe": {cfg.HealthProbeBindAddress, probes}, "metrics": {cfg.MetricsBindAddress, metricsMux}} {
+		if serve.address == "0" || serve.address == "" {
+			continue
+		}
+		listener, err := listen(serve.address, MaxProbeConns)
+		if err != nil {
+			return nil, fmt.Errorf("listening for the %s server on %s: %w", name, serve.address, err)
+		}
+		log := ctrl.Log.WithName(name)
+		if err := mgr.Add(&manager.Server{Name: name, Server: probeServer(serve.handler, log), Listener: listener}); err != nil {
+			return nil, fmt.Errorf("adding the %s server: %w", name, err)
+		}
 	}
 	return mgr, nil
 }
@@ -183,10 +209,11 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		}
 	}()
 
-	listener, err := tls.Listen("tcp", s.address(), cfg)
+	tcp, err := listen(s.address(), MaxConns)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.address(), err)
 	}
+	listener := tls.NewListener(helloBoundedListener{tcp}, cfg)
 	srv := &http.Server{
 		Handler:           s.closeWhileDraining(s.WebhookMux()),
 		MaxHeaderBytes:    MaxHeaderBytes,
@@ -197,6 +224,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		// Requests keep their context through the drain: it ends with the server, not with ctx.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnState:   s.fresh.track,
+		ErrorLog:    errorLog(log),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
@@ -316,7 +344,10 @@ func (s *boundedServer) closeWhileDraining(next http.Handler) http.Handler {
 	})
 }
 
-// StartedChecker fails until the webhook serves TLS, and from the start of the drain on.
+// StartedChecker fails until the webhook listens for TLS, and from the start
+// of the drain on. It does not dial the webhook: under a flood of
+// connections, a dial waits in the listen backlog, and an unready pod would
+// leave the API server no endpoint at all.
 func (s *boundedServer) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		switch {
@@ -325,12 +356,7 @@ func (s *boundedServer) StartedChecker() healthz.Checker {
 		case !s.serving.Load():
 			return errors.New("the webhook server has not started yet")
 		}
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", s.address(),
-			&tls.Config{InsecureSkipVerify: true}) // checks that TLS is served, not whom
-		if err != nil {
-			return fmt.Errorf("the webhook server is not reachable: %w", err)
-		}
-		return conn.Close()
+		return nil
 	}
 }
 

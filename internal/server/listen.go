@@ -1,0 +1,133 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The bounds on connections. A connection beyond MaxConns waits in the
+// kernel's listen backlog, unaccepted, where it costs the process neither
+// memory nor a file descriptor; each port has its own bound, so that no
+// flood of one starves another (the kubelet's probes above all).
+const (
+	// MaxConns bounds the webhook's open connections. The API servers keep
+	// a few keep-alive connections each, and at most MaxInFlight requests
+	// are answered at once.
+	MaxConns = 256
+
+	// MaxClientHelloBytes bounds a TLS ClientHello. Browsers and Go's own
+	// client send under 2 KiB, post-quantum key shares included; crypto/tls
+	// would buffer one of up to 64 KiB (and its records) for each
+	// connection still sending it.
+	MaxClientHelloBytes = 16 << 10
+
+	// MaxProbeConns bounds the open connections of the probe and metrics
+	// ports, each: the kubelet and Prometheus open one at a time.
+	MaxProbeConns = 64
+
+	// MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few
+	// hundred bytes (a bearer token at most).
+	MaxProbeHeaderBytes = 8 << 10
+)
+
+// listen listens on address for at most maxConns connections at once.
+func listen(address string, maxConns int) (net.Listener, error) {
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(l, maxConns), nil
+}
+
+// helloBoundedListener refuses a connection whose ClientHello is longer than MaxClientHelloBytes.
+type helloBoundedListener struct{ net.Listener }
+
+func (l helloBoundedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &helloBoundedConn{Conn: c}, nil
+}
+
+// errHelloTooLarge refuses a ClientHello longer than MaxClientHelloBytes.
+var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes", MaxClientHelloBytes)
+
+// helloBoundedConn reads the first record's header (5 bytes) and the
+// handshake message's (4) as crypto/tls reads them, and fails the read that
+// completes them when they declare a ClientHello above MaxClientHelloBytes,
+// before crypto/tls buffers it.
+type helloBoundedConn struct {
+	net.Conn
+	header [9]byte
+	seen   int
+}
+
+func (c *helloBoundedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.seen < len(c.header) {
+		c.seen += copy(c.header[c.seen:], p[:n])
+		const recordHandshake, clientHello = 22, 1
+		length := int(c.header[6])<<16 | int(c.header[7])<<8 | int(c.header[8])
+		if c.seen == len(c.header) && c.header[0] == recordHandshake && c.header[5] == clientHello && length > MaxClientHelloBytes {
+			return 0, errHelloTooLarge
+		}
+	}
+	return n, err
+}
+
+// tlsHandshakeErrors counts the handshakes that failed, which net/http
+// would otherwise log one line each: a client that connects and goes away,
+// or scans the port.
+var tlsHandshakeErrors = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
+	Help: "TLS handshakes on the webhook port that failed or were cut (a ClientHello too long, too slow, or a client that went away).",
+})
+
+func init() {
+	metrics.Registry.MustRegister(tlsHandshakeErrors)
+}
+
+// errorLog is an http.Server's ErrorLog: a failed TLS handshake is counted
+// in tlsHandshakeErrors and logged at V(1); anything else net/http has to
+// say goes to log, whose sampling bounds a flood of it.
+func errorLog(logger logr.Logger) *log.Logger {
+	return log.New(logWriter(logger), "", 0)
+}
+
+type logWriter logr.Logger
+
+func (w logWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	if bytes.HasPrefix(p, []byte("http: TLS handshake error")) {
+		tlsHandshakeErrors.Inc()
+		logr.Logger(w).V(1).Info("TLS handshake failed", "error", line)
+		return len(p), nil
+	}
+	logr.Logger(w).Info("net/http", "error", line)
+	return len(p), nil
+}
+
+// probeServer serves handler on a probe or metrics port, with the bounds of
+// the webhook port's headers and none of its TLS: the kubelet probes in
+// plain HTTP.
+func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		MaxHeaderBytes:    MaxProbeHeaderBytes,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadHeaderTimeout,
+		WriteTimeout:      ReadHeaderTimeout + 5*time.Second,
+		IdleTimeout:       IdleTimeout,
+		ErrorLog:          errorLog(logger),
+	}
+}
