@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // FuzzDecodeTaskCustom: any annotation value decodes to a command or to an
@@ -129,9 +130,10 @@ func applyToJob(t *testing.T, job *Job, d Decision) *Job {
 	if err != nil {
 		t.Fatalf("the patch %s does not apply to %s: %v", ops, doc, err)
 	}
-	var patched Job
-	if err := json.Unmarshal(out, &patched); err != nil {
+	patched, err := DecodeJob(out, labels.Everything())
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &patched
+	patched.Metadata.Labels = job.Metadata.Labels // not encoded (DecodeJob reads them), and never patched
+	return patched
 }

@@ -20,10 +20,11 @@ type Job struct {
 
 // Metadata is the part of an object's or a pod template's metadata that Decide reads.
 type Metadata struct {
-	Name        string            `json:"name,omitempty"`
-	Namespace   string            `json:"namespace,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// Labels are those that the Flyte task selector reads: DecodeJob sets them.
+	Labels      map[string]string `json:"-"`
+	Annotations Annotations       `json:"annotations,omitempty"`
 }
 
 // JobSpec holds the MPIJob's replica specs.
@@ -52,7 +53,7 @@ type PodTemplate struct {
 
 // TemplateMetadata is the part of a pod template's metadata that Decide reads.
 type TemplateMetadata struct {
-	Annotations map[string]string `json:"annotations,omitempty"`
+	Annotations Annotations `json:"annotations,omitempty"`
 }
 
 // PodSpec holds the containers of a pod template.
@@ -72,6 +73,10 @@ type Containers []Container
 
 // UnmarshalJSON decodes the first MaxContainers containers of a JSON array.
 func (c *Containers) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*c = nil
+		return nil
+	}
 	// A Go array takes the first elements of a JSON array and discards the rest unread.
 	var first [MaxContainers]*Container
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &first); err != nil {

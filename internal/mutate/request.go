@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	kjson "sigs.k8s.io/json"
 )
 
 // The MPIJob resource, as an admission request names it: the one place the
@@ -40,8 +39,8 @@ func DecideRequest(req *admissionv1.AdmissionRequest, opts Options) Decision {
 	if len(req.Object.Raw) == 0 {
 		return malformed(fmt.Errorf("the AdmissionReview's request has no object to create"))
 	}
-	var job Job
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, &job); err != nil {
+	job, err := DecodeJob(req.Object.Raw, opts.FlyteTaskSelector)
+	if err != nil {
 		// A field Decide reads has the wrong JSON type: the API server's
 		// validation refuses the object itself, with a message that says where.
 		return Decision{Outcome: OutcomeUnchanged, Container: -1, Warnings: []string{
@@ -51,7 +50,7 @@ func DecideRequest(req *admissionv1.AdmissionRequest, opts Options) Decision {
 		return malformed(fmt.Errorf("the object is apiVersion %s kind %s, but the request is for %s %s",
 			quote(job.APIVersion), quote(job.Kind), want, req.Kind.Kind))
 	}
-	return Decide(&job, opts)
+	return Decide(job, opts)
 }
 
 func malformed(err error) Decision {

@@ -1,0 +1,115 @@
+package mutate
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// TestDecodeJob checks what DecodeJob keeps of an MPIJob: the labels the
+// selector reads, this webhook's annotations, and the first MaxContainers
+// containers; whether annotations are present matters to the patch.
+func TestDecodeJob(t *testing.T) {
+	object := func(metadata, containers string) string {
+		return `{"apiVersion":"kubeflow.org/v1","kind":"MPIJob","metadata":` + metadata +
+			`,"spec":{"mpiReplicaSpecs":{"Worker":{"template":{"metadata":{"annotations":{"mpi.flyte.org/task-custom":"w","x":"y"}},` +
+			`"spec":{"containers":` + containers + `}}}}}}`
+	}
+	many := make([]string, MaxContainers+5)
+	for i := range many {
+		many[i] = fmt.Sprintf(`{"name":"c%d","image":"i"}`, i)
+	}
+	wantMany := make(Containers, MaxContainers)
+	for i := range wantMany {
+		wantMany[i] = Container{Name: fmt.Sprintf("c%d", i)}
+	}
+	for _, tt := range []struct {
+		name                        string
+		selector                    string
+		object                      string
+		wantLabels, wantAnnotations map[string]string
+		wantContainers              Containers
+	}{{
+		name:     "only the selector's labels and this webhook's annotations",
+		selector: "execution-id,task-name,team notin (a)",
+		object: object(`{"labels":{"execution-id":"e","task-name":"t","node-id":"n0","team":"b"},`+
+			`"annotations":{"mpi.flyte.org/worker-spec-command":"sshd","kubectl.kubernetes.io/last-applied-configuration":"{}","other":"1"}}`,
+			`[{"name":"mpi","command":["sshd"],"env":[{"name":"A","value":"B"}]}]`),
+		wantLabels:      map[string]string{"execution-id": "e", "task-name": "t", "team": "b"},
+		wantAnnotations: map[string]string{AnnotationWorkerSpecCommand: "sshd"},
+		wantContainers:  Containers{{Name: "mpi", Command: list("sshd")}},
+	}, {
+		name:            "annotations without this webhook's keys: present, empty",
+		selector:        DefaultFlyteTaskSelector,
+		object:          object(`{"labels":{"execution-id":"e"},"annotations":{"other":"1"}}`, `[]`),
+		wantLabels:      map[string]string{"execution-id": "e"},
+		wantAnnotations: map[string]string{},
+		wantContainers:  Containers{},
+	}, {
+		name:           "annotations null, no labels",
+		selector:       DefaultFlyteTaskSelector,
+		object:         object(`{"annotations":null}`, `null`),
+		wantLabels:     map[string]string{},
+		wantContainers: nil,
+	}, {
+		name:           "the first MaxContainers containers",
+		selector:       DefaultFlyteTaskSelector,
+		object:         object(`{}`, "["+strings.Join(many, ",")+"]"),
+		wantLabels:     map[string]string{},
+		wantContainers: wantMany,
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			selector, err := labels.Parse(tt.selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, err := DecodeJob([]byte(tt.object), selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantLabels, job.Metadata.Labels); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(Annotations(tt.wantAnnotations), job.Metadata.Annotations); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(Annotations{AnnotationTaskCustom: "w"}, job.Spec.MPIReplicaSpecs.Worker.Template.Metadata.Annotations); diff != "" {
+				t.Errorf("worker annotations (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantContainers, job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers); diff != "" {
+				t.Errorf("containers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDecodeJobAllocatesForWhatItKeeps checks that a flood of containers,
+// labels or annotations costs DecodeJob no more allocations than a handful:
+// what it skips, it does not allocate.
+func TestDecodeJobAllocatesForWhatItKeeps(t *testing.T) {
+	flood := func(n int) []byte {
+		containers, keyed := make([]string, n), make([]string, n)
+		for i := range n {
+			containers[i] = `{"name":"c"}`
+			keyed[i] = fmt.Sprintf(`"k%d":"v"`, i)
+		}
+		return []byte(`{"metadata":{"labels":{"execution-id":"e","task-name":"t",` + strings.Join(keyed, ",") +
+			`},"annotations":{` + strings.Join(keyed, ",") + `}},"spec":{"mpiReplicaSpecs":{"Worker":{"template":{"spec":` +
+			`{"containers":[` + strings.Join(containers, ",") + `]}}}}}}`)
+	}
+	selector := DefaultOptions().FlyteTaskSelector
+	allocs := func(object []byte) float64 {
+		return testing.AllocsPerRun(5, func() {
+			if _, err := DecodeJob(object, selector); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	few, lots := allocs(flood(MaxContainers)), allocs(flood(100*MaxContainers))
+	if lots > few+10 {
+		t.Errorf("%v allocations for %d containers, labels and annotations; %v for %d", lots, 100*MaxContainers, few, MaxContainers)
+	}
+}
