@@ -86,11 +86,21 @@ func denyInvalid(err error) admission.Response {
 
 // encodePatch encodes d's JSON patch without HTML escaping: worker args of
 // '<' would otherwise take six bytes each, and the patch carries the args.
+// jsonpatch.Operation's own MarshalJSON escapes its value.
 func encodePatch(d mutate.Decision) ([]byte, error) {
+	type operation struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"` // every add of the patch has one
+	}
+	ops := make([]operation, len(d.Patch))
+	for i, op := range d.Patch {
+		ops[i] = operation{op.Operation, op.Path, op.Value}
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(d.Patch); err != nil {
+	if err := enc.Encode(ops); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
