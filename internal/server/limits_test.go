@@ -100,7 +100,7 @@ func waitUntil(t *testing.T, l *limiter, what string, cond func(*limiter) bool) 
 	}
 }
 
-func idle(l *limiter) bool { return l.bytes == 0 && l.inFlight == 0 && l.arriving.Len() == 0 }
+func idle(l *limiter) bool { return l.bytes == 0 && l.inFlight == 0 && len(l.arriving) == 0 }
 
 func TestLimitBodySize(t *testing.T) {
 	l := newLimiter()
@@ -117,8 +117,8 @@ func TestLimitBodySize(t *testing.T) {
 		{"a body at the limit", bytes.NewReader(atLimit), MaxRequestBytes, answer{Status: 200, Body: strconv.Itoa(MaxRequestBytes)}},
 		{"a Content-Length above the limit, refused unread", nil, MaxRequestBytes + 1,
 			answer{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", MaxRequestBytes+1, MaxRequestBytes)}},
-		{"a body of unknown length above the limit, cut at it", io.MultiReader(bytes.NewReader(atLimit), strings.NewReader("x")), -1,
-			answer{Status: 413, Body: fmt.Sprintf("the body is more than the %d bytes served: http: request body too large", MaxRequestBytes)}},
+		{"a body of unknown length, refused unread", strings.NewReader("{}"), -1,
+			answer{Status: 411, Body: "a Content-Length is required: the API server always sends one"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var got answer
@@ -197,78 +197,67 @@ func write(t *testing.T, w io.Writer, n int) {
 }
 
 // TestLimitSlowBodies fills the room for body bytes with bodies that
-// arrive slowly, and checks that a large body waits for room, unread, that
-// a small body still gets through, cutting the oldest slow body, and that
-// the room it frees goes to the body that waits.
+// arrive slowly, and checks that a large body finds no room and is refused
+// unread, and that a small body still gets through, cutting the oldest slow
+// body.
 func TestLimitSlowBodies(t *testing.T) {
 	l := newLimiter()
 	l.maxBytes, l.reserve, l.smallBytes = 64<<10, 16<<10, 8<<10
 	srv := httptest.NewServer(l.limit(readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
+	busy := answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}
 
 	// A large body takes the room for large bodies whole, and sends part of it.
-	first, firstAnswer := trickle(t, srv.URL, 48<<10)
+	first, firstAnswer := trickle(t, srv.URL, 40<<10)
 	write(t, first, 20<<10)
-	waitUntil(t, l, "the first slow body holds the room for large bodies", func(l *limiter) bool { return l.bytes == 48<<10 })
+	waitUntil(t, l, "the first slow body holds its room", func(l *limiter) bool { return l.bytes == 40<<10 })
 
-	// A second large body waits for room, unread.
-	second, secondAnswer := trickle(t, srv.URL, 40<<10)
-	go func() { _, _ = second.Write(bytes.Repeat([]byte(" "), 40<<10)) }()
-	waitUntil(t, l, "the second large body waits", func(l *limiter) bool { return l.waiting == 1 })
-
-	// Small bodies use the reserve.
-	if got := send(srv.URL, strings.NewReader(strings.Repeat(" ", 4<<10)), 4<<10); got.Status != 200 {
-		t.Fatalf("a small body beside slow ones: %+v, want 200", got)
+	// A second large body finds no room, and is refused unread.
+	if diff := cmp.Diff(busy, send(srv.URL, bytes.NewReader(make([]byte, 16<<10)), 16<<10)); diff != "" {
+		t.Errorf("a large body with no room (-want +got):\n%s", diff)
 	}
-	// Two small slow bodies fill the reserve: each holds 7 KiB, and room
-	// for the last KiB it has not sent.
+	// Three small slow bodies fill the rest.
 	var small []*io.PipeWriter
-	for range 2 {
+	for range 3 {
 		w, _ := trickle(t, srv.URL, 8<<10)
 		write(t, w, 7<<10)
 		small = append(small, w)
 	}
 	waitUntil(t, l, "the slow bodies hold all the room", func(l *limiter) bool { return l.bytes == 64<<10 })
 
-	// The next small body does not fit: it cuts the oldest slow body.
+	// The next small body does not fit: it cuts the oldest slow body, and is answered.
 	if got := send(srv.URL, strings.NewReader(strings.Repeat(" ", 4<<10)), 4<<10); got.Status != 200 {
 		t.Errorf("a small body when there is no room: %+v, want 200", got)
 	}
 	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errCut.Error()}, <-firstAnswer); diff != "" {
 		t.Errorf("the oldest slow body (-want +got):\n%s", diff)
 	}
-	// Once the small ones end, the waiting body gets its room, whole, and is read.
 	for _, w := range small {
 		w.CloseWithError(io.ErrUnexpectedEOF)
-	}
-	if diff := cmp.Diff(answer{Status: 200, Body: strconv.Itoa(40 << 10)}, <-secondAnswer); diff != "" {
-		t.Errorf("the large body that waited (-want +got):\n%s", diff)
 	}
 	waitUntil(t, l, "no request is counted", idle)
 }
 
-// TestLimitLargeBodyWaitsUntilItsDeadline checks that a large body that
-// finds no room waits, and is answered 408 once its deadline passes.
-func TestLimitLargeBodyWaitsUntilItsDeadline(t *testing.T) {
+// TestLimitSmallBodyRefusedWhenNothingArrives checks that a small body short
+// of room, when every body holding room is being answered, is refused.
+func TestLimitSmallBodyRefusedWhenNothingArrives(t *testing.T) {
 	l := newLimiter()
-	l.maxBytes, l.reserve, l.smallBytes, l.bodyTimeout = 64<<10, 16<<10, 8<<10, 100*time.Millisecond
+	l.maxBytes, l.reserve, l.smallBytes = 16<<10, 0, 16<<10
 	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
 	srv := httptest.NewServer(l.limit(h))
 	t.Cleanup(srv.Close)
-
-	// A large body, complete and being answered, holds the room for large bodies.
 	first := make(chan answer, 1)
-	go func() { first <- send(srv.URL, bytes.NewReader(make([]byte, 48<<10)), 48<<10) }()
+	go func() { first <- send(srv.URL, bytes.NewReader(make([]byte, 12<<10)), 12<<10) }()
 	<-h.entered
-	second, secondAnswer := trickle(t, srv.URL, 16<<10)
-	go func() { _, _ = second.Write(bytes.Repeat([]byte(" "), 1<<10)) }()
-	if diff := cmp.Diff(answer{Status: 408, Body: errTooSlow.Error()}, <-secondAnswer); diff != "" {
-		t.Errorf("a large body with no room (-want +got):\n%s", diff)
+	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()},
+		send(srv.URL, bytes.NewReader(make([]byte, 8<<10)), 8<<10)); diff != "" {
+		t.Errorf("a small body with no room and nothing to cut (-want +got):\n%s", diff)
 	}
 	close(h.gate)
 	if got := <-first; got.Status != 200 {
-		t.Errorf("the large body in flight: %+v, want 200", got)
+		t.Errorf("the body being answered: %+v, want 200", got)
 	}
+	waitUntil(t, l, "no request is counted", idle)
 }
 
 // pastEOFHandler reads the body to its end, then again, as a decoder that
@@ -284,43 +273,19 @@ func (pastEOFHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, n, err)
 }
 
-// TestLimitReadPastEOF checks that a body read past its end counts its
-// request in flight once and takes no more room: with room for exactly
-// one request and its body, reading past the end must neither find the
-// request in flight twice nor look for a body to cut.
+// TestLimitReadPastEOF checks that a body read past its end, as a decoder
+// that checks for trailing data reads it, counts its request in flight once
+// and takes no more room: with room for exactly one request and its body.
 func TestLimitReadPastEOF(t *testing.T) {
-	for _, tt := range []struct {
-		name          string
-		contentLength int64
-		maxBytes      int64
-	}{
-		{"known length, room for the body alone", 10, 10},
-		// A body of unknown length takes room a read at a time, before it reads.
-		{"unknown length", -1, readChunk},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newLimiter()
-			l.maxInFlight, l.maxBytes, l.reserve = 1, tt.maxBytes, 0
-			srv := httptest.NewServer(l.limit(pastEOFHandler{}))
-			t.Cleanup(srv.Close)
-			got := send(srv.URL, strings.NewReader(strings.Repeat("x", 10)), tt.contentLength)
-			if diff := cmp.Diff(answer{Status: 200, Body: "0 EOF"}, got); diff != "" {
-				t.Errorf("answer (-want +got):\n%s", diff)
-			}
-			waitUntil(t, l, "the request is no longer counted", idle)
-		})
-	}
-}
-
-// TestLimitTakeWhenNoBodyArrives checks that a small body short of room,
-// when no body is arriving to be cut, is refused rather than dereferencing
-// an empty list.
-func TestLimitTakeWhenNoBodyArrives(t *testing.T) {
 	l := newLimiter()
-	l.maxBytes = 10
-	l.bytes = 10 // held by a request being answered
-	tr := &tracked{declared: 5}
-	if _, err := l.take(tr, 5); err != errBusy {
-		t.Errorf("take: %v, want %v", err, errBusy)
+	l.maxInFlight, l.maxBytes, l.reserve = 1, 10, 0
+	srv := httptest.NewServer(l.limit(pastEOFHandler{}))
+	t.Cleanup(srv.Close)
+	for range 2 { // the second finds the first's room and place in flight given back
+		got := send(srv.URL, strings.NewReader(strings.Repeat("x", 10)), 10)
+		if diff := cmp.Diff(answer{Status: 200, Body: "0 EOF"}, got); diff != "" {
+			t.Errorf("answer (-want +got):\n%s", diff)
+		}
+		waitUntil(t, l, "the request is no longer counted", idle)
 	}
 }
