@@ -88,11 +88,16 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 1m, or a count such as 20000
 fuzz-smoke: ## Run each fuzz target for FUZZ_SMOKE executions (20000x), as make test does.
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE)
 
-SOAK_DURATION ?= 60s
+# How long each attack of make soak lasts.
+SOAK_DURATION ?= 20s
+# The attacks make soak runs, comma-separated (go run ./hack/soak -h lists them); empty runs all.
+SOAK_SCENARIOS ?=
+# More flags of hack/soak, such as -handshakers=500.
+SOAK_ARGS ?=
 
 .PHONY: soak
-soak: build ## For SOAK_DURATION (60s): 300 trickling connections, 50 posters of 3 MiB reviews, 50 Flyte reviews/s, certificate rotation; then SIGTERM. Fails when a target of docs/RELIABILITY.md is missed.
-	$(GO) run ./hack/soak -webhook bin/webhook -duration $(SOAK_DURATION)
+soak: build ## Run each attack of docs/RELIABILITY.md for SOAK_DURATION (20s) against a fresh bin/webhook on one core, beside 25 Flyte reviews/s; fails when a target is missed. SOAK_SCENARIOS=classic,silent-conns runs some.
+	$(GO) run ./hack/soak -webhook bin/webhook -duration $(SOAK_DURATION) -scenarios '$(SOAK_SCENARIOS)' $(SOAK_ARGS)
 
 .PHONY: golden
 golden: ## Rewrite the golden files (docs/hostile-inputs.md, the splitter's refused lines) from what the code answers now.
