@@ -46,7 +46,8 @@ var (
 func partialHello(ctx context.Context, w *webhook) string {
 	hello := partialClientHello(*helloBytes)
 	sent, failed := repeat(ctx, *helloConns, func() error { return hold(ctx, w.address, hello, *helloRenew) })
-	return fmt.Sprintf("%d connections sent %d partial ClientHellos of %d bytes; %d failed", *helloConns, sent, len(hello), failed)
+	return fmt.Sprintf("%d connections each sent a partial ClientHello of %d bytes: %d were cut or renewed and sent again, %d failed to connect",
+		*helloConns, len(hello), sent, failed)
 }
 
 // partialClientHello returns a ClientHello handshake message that declares
@@ -66,7 +67,7 @@ func partialClientHello(size int) []byte {
 // send a byte, each opened again when closed.
 func silentConns(ctx context.Context, w *webhook) string {
 	opened, failed := repeat(ctx, *silentN, func() error { return hold(ctx, w.address, nil, 0) })
-	return fmt.Sprintf("%d connections opened %d times; %d failed", *silentN, opened, failed)
+	return fmt.Sprintf("%d connections: %d were closed by the webhook and opened again, %d failed to connect", *silentN, opened, failed)
 }
 
 // manyContainers posts a review with -many-containers empty Worker containers.

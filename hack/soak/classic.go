@@ -71,7 +71,7 @@ func rotate(ctx context.Context, w *webhook) (served []string) {
 			return served
 		case <-tick:
 		}
-		cert, start := must(w.ca.Issue(time.Hour)), time.Now()
+		cert, start := w.issue(), time.Now()
 		must(0, fixtures.Mount(w.certDir, cert))
 		serial := cert.Cert.SerialNumber.String()
 		for servedSerial(w.address) != serial && time.Since(start) < 15*time.Second {

@@ -40,6 +40,7 @@ var (
 	cpu        = flag.Int("cpu", 0, "the one core the webhook runs on; the soak itself runs on the others")
 	nofile     = flag.Uint64("nofile", 1024, "the webhook's open-file limit (RLIMIT_NOFILE)")
 	probeEvery = flag.Duration("probe-every", 500*time.Millisecond, "how often /healthz and /readyz are probed")
+	servingKey = flag.String("serving-key", "ecdsa", "the serving certificate's key: ecdsa (P-256, as config/certmanager's Certificate) or rsa (2048)")
 	oomKill    = flag.Bool("oom-kill", true, "kill the webhook, as the kernel would, once its resident memory passes the Deployment's limits.memory")
 	logDir     = flag.String("logs", "", "directory to write each scenario's webhook log to (default: counted, not kept)")
 
@@ -73,14 +74,15 @@ var scenarios = []scenario{
 
 // result is what one scenario measured, and the targets it missed.
 type result struct {
-	name                string
-	hwmMiB              float64
-	correct, total      int
-	p50, p99            time.Duration
-	logRate, linesRate  float64
-	probeFailed, probes int
-	died                string
-	missed              []string
+	name               string
+	hwmMiB             float64
+	correct, total     int
+	p50, p99           time.Duration
+	logRate, linesRate float64
+	// healthz and readyz are the probes of each path not answered 200 in time, of rounds.
+	healthz, readyz, rounds int
+	died                    string
+	missed                  []string
 }
 
 // check records a missed target unless ok.
@@ -112,10 +114,13 @@ func main() {
 			selected = append(selected, scenarios[i])
 		}
 	}
+	if *servingKey != "ecdsa" && *servingKey != "rsa" {
+		must(0, fmt.Errorf("-serving-key=%s: want ecdsa or rsa", *servingKey))
+	}
 	must(0, runAwayFrom(*cpu))
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("soak: %d scenarios of %s, %d Flyte reviews/s; webhook on core %d, RLIMIT_NOFILE %d; load average %s\n",
-		len(selected), *duration, *rate, *cpu, *nofile, strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Printf("soak: %d scenarios of %s, %d Flyte reviews/s; webhook on core %d, RLIMIT_NOFILE %d, %s key; load average %s\n",
+		len(selected), *duration, *rate, *cpu, *nofile, *servingKey, strings.Join(strings.Fields(string(load))[:3], " "))
 	var results []result
 	for _, s := range selected {
 		results = append(results, run(s))
@@ -151,7 +156,7 @@ func run(s scenario) result {
 	r := result{name: s.name}
 	var background sync.WaitGroup
 	background.Go(func() { summary = s.attack(ctx, w) })
-	background.Go(func() { r.probeFailed, r.probes = probe(ctx, w.probe) })
+	background.Go(func() { r.healthz, r.readyz, r.rounds = probe(ctx, w.probe) })
 	// As the API server calls the webhook: keep-alive, timeoutSeconds 5.
 	latencies, correct, _ := flyteReviews(ctx, w.client(5*time.Second), w.url, legit, want, nil)
 	background.Wait()
@@ -177,7 +182,8 @@ func run(s scenario) result {
 	r.check(r.total > 0 && float64(r.correct) >= *minCorrect*float64(r.total), "%d of %d Flyte reviews correct, below %.0f%%", r.correct, r.total, 100**minCorrect)
 	r.check(r.p99 <= *maxP99, "p99 %s, above %s", r.p99.Round(time.Millisecond), *maxP99)
 	r.check(r.logRate <= *maxLogRate, "log %.0f bytes/s, above %.0f", r.logRate, *maxLogRate)
-	r.check(r.probeFailed <= *maxProbeFailed, "%d of %d probes not answered 200 within %s", r.probeFailed, r.probes, *probeTimeout)
+	r.check(r.healthz+r.readyz <= *maxProbeFailed, "of %d probes each, %d of /healthz and %d of /readyz not answered 200 within %s",
+		r.rounds, r.healthz, r.readyz, *probeTimeout)
 	if s.drain && len(r.missed) == 0 {
 		r.check(drain(w, legit, want), "drain: want every review answered until the listener closed, unready before it, exit 0")
 	}
@@ -188,7 +194,7 @@ func run(s scenario) result {
 func report(results []result) bool {
 	fmt.Println()
 	t := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(t, "scenario\tVmHWM MiB\tcorrect/total\tp50\tp99\tlog B/s\tlog lines/s\tprobe failures\tverdict")
+	fmt.Fprintln(t, "scenario\tVmHWM MiB\tcorrect/total\tp50\tp99\tlog B/s\tlog lines/s\tfailed /healthz, /readyz\tverdict")
 	ok := true
 	for _, r := range results {
 		verdict := "ok"
@@ -198,8 +204,8 @@ func report(results []result) bool {
 		if r.died != "" {
 			verdict = "MISSED (" + strings.SplitN(r.died, ":", 2)[0] + ")"
 		}
-		fmt.Fprintf(t, "%s\t%.1f\t%d/%d\t%s\t%s\t%.0f\t%.0f\t%d/%d\t%s\n", r.name, r.hwmMiB, r.correct, r.total,
-			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.logRate, r.linesRate, r.probeFailed, r.probes, verdict)
+		fmt.Fprintf(t, "%s\t%.1f\t%d/%d\t%s\t%s\t%.0f\t%.0f\t%d, %d of %d\t%s\n", r.name, r.hwmMiB, r.correct, r.total,
+			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.logRate, r.linesRate, r.healthz, r.readyz, r.rounds, verdict)
 	}
 	t.Flush()
 	for _, r := range results {
@@ -267,24 +273,24 @@ func post(ctx context.Context, client *http.Client, url string, body []byte) (in
 
 // probe GETs /healthz and /readyz every -probe-every until ctx ends, each on
 // a new connection within -probe-timeout, as the kubelet does, and returns
-// how many were not answered 200 in time, of how many.
-func probe(ctx context.Context, address string) (failed, total int) {
+// how many of each were not answered 200 in time, of rounds. /readyz does a
+// TLS handshake with the webhook port, so it fails where that port is full.
+func probe(ctx context.Context, address string) (healthz, readyz, rounds int) {
 	client := &http.Client{Timeout: *probeTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	ok := func(path string) bool {
+		resp, err := client.Get("http://" + address + path)
+		return err == nil && resp.Body.Close() == nil && resp.StatusCode == http.StatusOK
+	}
 	for tick := time.Tick(*probeEvery); ctx.Err() == nil; <-tick {
-		for _, path := range []string{"/healthz", "/readyz"} {
-			total++
-			resp, err := client.Get("http://" + address + path)
-			if err != nil {
-				failed++
-				continue
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				failed++
-			}
+		rounds++
+		if !ok("/healthz") {
+			healthz++
+		}
+		if !ok("/readyz") {
+			readyz++
 		}
 	}
-	return failed, total
+	return healthz, readyz, rounds
 }
 
 // webhook is a running bin/webhook, confined as its Deployment confines it.
@@ -310,7 +316,7 @@ type webhook struct {
 func startWebhook(name string) *webhook {
 	dir := must(os.MkdirTemp("", "soak-"+name))
 	w := &webhook{ca: must(fixtures.NewAuthority()), certDir: filepath.Join(dir, "certs"), logs: &logCounter{}, exited: make(chan struct{})}
-	must(0, fixtures.Mount(w.certDir, must(w.ca.Issue(time.Hour))))
+	must(0, fixtures.Mount(w.certDir, w.issue()))
 	w.address, w.probe, w.metrics = freeAddress(), freeAddress(), freeAddress()
 	w.url, w.tls = "https://"+w.address+"/mutate-mpijob", &tls.Config{RootCAs: w.ca.Pool()}
 	_, port, _ := net.SplitHostPort(w.address)
@@ -340,6 +346,14 @@ func startWebhook(name string) *webhook {
 		}
 	}
 	return w
+}
+
+// issue makes a serving certificate with a -serving-key key.
+func (w *webhook) issue() *fixtures.ServingCert {
+	if *servingKey == "rsa" {
+		return must(w.ca.Issue(time.Hour))
+	}
+	return must(w.ca.IssueECDSA(time.Hour))
 }
 
 // client returns a keep-alive client with timeout (0: none), which keeps up
