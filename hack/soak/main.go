@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -329,6 +330,7 @@ func startWebhook(name string) *webhook {
 		w.logs.file = must(os.Create(filepath.Join(*logDir, name+".log")))
 	}
 	w.cmd.Stdout, w.cmd.Stderr = w.logs, w.logs
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the soak, however it ends
 	must(0, w.cmd.Start())
 	must(0, unix.Prlimit(w.cmd.Process.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: *nofile, Max: *nofile}, nil))
 	go func() {
