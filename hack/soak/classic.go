@@ -114,7 +114,7 @@ func drain(w *webhook, legit []byte, want string) bool {
 	<-w.exited
 	unreadyAfter := <-unready
 	fmt.Printf("%-16s drain: unready %s after SIGTERM, listener closed after %s; %d reviews answered correctly after SIGTERM, %d not %v; exit: %v\n",
-		"classic", unreadyAfter.Round(time.Millisecond), closedAfter.Round(time.Millisecond), answered, len(wrong), wrong, w.exitErr)
+		"classic", unreadyAfter.Round(time.Millisecond), closedAfter.Round(time.Millisecond), answered, len(wrong), count(wrong), w.exitErr)
 	return w.exitErr == nil && len(wrong) == 0 && answered > 0 && unreadyAfter < closedAfter
 }
 
