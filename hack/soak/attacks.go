@@ -126,7 +126,7 @@ func headerFlood(ctx context.Context, w *webhook) string {
 		metricsSent, metricsFailed = repeat(ctx, *headerConns, func() error { return hold(ctx, w.metrics, header, 0) })
 	})
 	wg.Wait()
-	return fmt.Sprintf("%d connections to each port sent headers of %d bytes: %d to the probe port (%d failed), %d to the metrics port (%d failed)",
+	return fmt.Sprintf("%d connections to each port, each sending a header of %d bytes: the probe port cut %d (%d failed to connect), the metrics port %d (%d)",
 		*headerConns, len(header), probeSent, probeFailed, metricsSent, metricsFailed)
 }
 

@@ -40,6 +40,7 @@ var (
 	rate       = flag.Int("rate", 25, "Flyte reviews per second beside the attack")
 	cpu        = flag.Int("cpu", 0, "the one core the webhook runs on; the soak itself runs on the others")
 	nofile     = flag.Uint64("nofile", 1024, "the webhook's open-file limit (RLIMIT_NOFILE)")
+	gomaxprocs = flag.Int("gomaxprocs", 2, "the webhook's GOMAXPROCS: what Go picks in the Deployment's pod, its limits.cpu (500m) rounded up and at least 2; 0 leaves it to the core it is pinned to (1)")
 	probeEvery = flag.Duration("probe-every", 500*time.Millisecond, "how often /healthz and /readyz are probed")
 	servingKey = flag.String("serving-key", "ecdsa", "the serving certificate's key: ecdsa (P-256, as config/certmanager's Certificate) or rsa (2048)")
 	oomKill    = flag.Bool("oom-kill", true, "kill the webhook, as the kernel would, once its resident memory passes the Deployment's limits.memory")
@@ -121,8 +122,8 @@ func main() {
 		must(0, fmt.Errorf("-serving-key=%s: want ecdsa or rsa", *servingKey))
 	}
 	must(0, runAwayFrom(*cpu))
-	fmt.Printf("soak: %d scenarios of %s, %d Flyte reviews/s; webhook on core %d, RLIMIT_NOFILE %d, %s key; load average %s\n",
-		len(selected), *duration, *rate, *cpu, *nofile, *servingKey, loadAverage())
+	fmt.Printf("soak: %d scenarios of %s, %d Flyte reviews/s; webhook on core %d, GOMAXPROCS %d, RLIMIT_NOFILE %d, %s key; load average %s\n",
+		len(selected), *duration, *rate, *cpu, *gomaxprocs, *nofile, *servingKey, loadAverage())
 	var results []result
 	for _, s := range selected {
 		results = append(results, run(s))
@@ -367,7 +368,11 @@ func startWebhook(name string) *webhook {
 	limit := resource.MustParse(w.memoryLimit)
 	w.cmd = exec.Command("taskset", "--cpu-list", strconv.Itoa(*cpu), *binary, "--cert-dir", w.certDir, "--port", port,
 		"--metrics-bind-address", w.metrics, "--health-probe-bind-address", w.probe, "--shutdown-drain", drainFor.String())
-	w.cmd.Env = append(os.Environ(), "MEMORY_LIMIT="+w.memoryLimit)
+	// In bytes, as the downward API writes limits.memory with divisor 1.
+	w.cmd.Env = append(os.Environ(), "MEMORY_LIMIT="+strconv.FormatInt(limit.Value(), 10))
+	if *gomaxprocs > 0 {
+		w.cmd.Env = append(w.cmd.Env, "GOMAXPROCS="+strconv.Itoa(*gomaxprocs))
+	}
 	if *logDir != "" {
 		w.logs.file = must(os.Create(filepath.Join(*logDir, name+".log")))
 	}
