@@ -95,6 +95,8 @@ func drain(w *webhook, legit []byte, want string) bool {
 	if w.cmd.Process.Signal(syscall.SIGTERM) != nil {
 		return false
 	}
+	// As the kubelet does after terminationGracePeriodSeconds (30).
+	defer time.AfterFunc(30*time.Second, func() { _ = w.cmd.Process.Kill() }).Stop()
 	unready := make(chan time.Duration, 1)
 	go func() { // a kubelet's probe, only more often
 		for w.ready() {
