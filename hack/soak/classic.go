@@ -49,8 +49,8 @@ func classic(ctx context.Context, w *webhook) string {
 	big := bigReview()
 	for range *posters {
 		wg.Go(func() {
-			for c := w.client(0); ctx.Err() == nil; posted.Add(1) {
-				if status, _, _ := post(ctx, c, w.url, big); status == http.StatusOK {
+			for c := w.client(); ctx.Err() == nil; posted.Add(1) {
+				if status, _, _, _ := post(ctx, c, w.url, big); status == http.StatusOK {
 					bigAllowed.Add(1)
 				}
 			}
@@ -106,8 +106,8 @@ func drain(w *webhook, legit []byte, want string) bool {
 	}()
 	ctx, closed := context.WithCancel(context.Background())
 	var closedAfter time.Duration
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: w.tls, DisableKeepAlives: true}}
-	_, answered, wrong := flyteReviews(ctx, client, w.url, legit, want, func() {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: w.tls, DisableKeepAlives: true}}
+	_, answered, wrong, _ := flyteReviews(ctx, client, w.url, legit, want, func() {
 		if ctx.Err() == nil {
 			closedAfter = time.Since(sigterm)
 			closed()

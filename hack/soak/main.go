@@ -147,7 +147,7 @@ func run(s scenario) result {
 	w := startWebhook(s.name)
 	defer w.kill()
 	legit := flyteReview()
-	status, want, err := post(context.Background(), w.client(5*time.Second), w.url, legit)
+	status, want, _, err := postAsAPIServer(context.Background(), w.client(), w.url, legit)
 	if status != http.StatusOK || !strings.Contains(want, `/command","value":["/usr/sbin/sshd"`) {
 		must(0, fmt.Errorf("the Flyte review was answered %d with patch %q (%v), want 200 and sshd", status, want, err))
 	}
@@ -162,12 +162,14 @@ func run(s scenario) result {
 	var background sync.WaitGroup
 	background.Go(func() { summary = s.attack(ctx, w) })
 	background.Go(func() { r.healthz, r.readyz, r.rounds = probe(ctx, w.probe) })
-	// As the API server calls the webhook: keep-alive, timeoutSeconds 5.
-	latencies, correct, wrong := flyteReviews(ctx, w.client(5*time.Second), w.url, legit, want, nil)
+	latencies, correct, wrong, retried := flyteReviews(ctx, w.client(), w.url, legit, want, nil)
 	background.Wait()
 	elapsed := time.Since(start).Seconds()
 	cpu := func(pid int, ran0, waited0 time.Duration) string {
 		ran, waited := schedstat(pid)
+		if ran < ran0 {
+			return "exited"
+		}
 		return fmt.Sprintf("ran %.0f%%, waited for a core %.0f%%", 100*(ran-ran0).Seconds()/elapsed, 100*(waited-waited0).Seconds()/elapsed)
 	}
 	webhookCPU, soakCPU := cpu(w.cmd.Process.Pid, webhookRan, webhookWaited), cpu(os.Getpid(), soakRan, soakWaited)
@@ -183,8 +185,8 @@ func run(s scenario) result {
 	// Other processes on the machine take the cores too: when the soak waits
 	// for one, it sends fewer reviews than are due and its own delays count
 	// in their latencies; when the webhook waits, its answers are late.
-	fmt.Printf("%-16s flyte: %d sent of %d due, %d not answered correctly %v\n", s.name, len(latencies),
-		int(duration.Seconds())**rate, len(wrong), count(wrong))
+	fmt.Printf("%-16s flyte: %d sent of %d due, %d not answered correctly %v, %d posted again after a Retry-After\n", s.name, len(latencies),
+		int(duration.Seconds())**rate, len(wrong), count(wrong), retried)
 	fmt.Printf("%-16s CPU (%% of the time, over threads): the webhook %s; the soak %s\n", s.name, webhookCPU, soakCPU)
 	r.missed = w.missed
 
@@ -241,20 +243,30 @@ func flyteReview() []byte {
 	return reviewOf(must(fixtures.FlyteJob("v1", fixtures.HorovodWorkerCommand)))
 }
 
-// flyteReviews posts review at -rate until ctx ends, and returns the
-// latencies, how many were answered 200 with want, and what the others got.
+// flyteReviews posts review at -rate until ctx ends, as the API server
+// does, and returns the latencies, how many were answered 200 with want,
+// what the others got, and how many were posted again after a Retry-After.
 // A request never written, its connection refused or reset before the TLS
 // handshake because the listener closed, is counted in neither: it calls refused.
-func flyteReviews(ctx context.Context, client *http.Client, url string, review []byte, want string, refused func()) (latencies []time.Duration, correct int, wrong []string) {
+func flyteReviews(ctx context.Context, client *http.Client, url string, review []byte, want string, refused func()) (
+	latencies []time.Duration, correct int, wrong []string, retried int) {
 	mu, wg := sync.Mutex{}, sync.WaitGroup{}
-	for tick := time.Tick(time.Second / time.Duration(*rate)); ctx.Err() == nil; <-tick {
+	interval := time.Second / time.Duration(*rate)
+	for next := time.Now(); ; next = next.Add(interval) {
+		time.Sleep(time.Until(next)) // one that is late goes at once: the API server does not wait for the soak
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Go(func() {
 			var wrote atomic.Bool
 			trace := &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}
 			start := time.Now()
-			status, patch, err := post(httptrace.WithClientTrace(context.Background(), trace), client, url, review)
+			status, patch, retries, err := postAsAPIServer(httptrace.WithClientTrace(context.Background(), trace), client, url, review)
 			mu.Lock()
 			defer mu.Unlock()
+			if retries > 0 {
+				retried++
+			}
 			switch {
 			case err != nil && refused != nil && !wrote.Load():
 				refused()
@@ -264,7 +276,7 @@ func flyteReviews(ctx context.Context, client *http.Client, url string, review [
 			case err != nil && os.IsTimeout(err):
 				wrong = append(wrong, "timed out")
 			case err != nil:
-				wrong = append(wrong, "error")
+				wrong = append(wrong, cause(err))
 			default:
 				wrong = append(wrong, fmt.Sprint(status))
 			}
@@ -272,7 +284,16 @@ func flyteReviews(ctx context.Context, client *http.Client, url string, review [
 		})
 	}
 	wg.Wait()
-	return latencies, correct, wrong
+	return latencies, correct, wrong, retried
+}
+
+// cause returns the innermost cause err names, such as "connection refused" or "EOF".
+func cause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
 }
 
 // count returns how many times each of answers occurs.
@@ -284,20 +305,48 @@ func count(answers []string) map[string]int {
 	return counts
 }
 
-// post sends body and returns the status and, for an allowed review, its patch.
-func post(ctx context.Context, client *http.Client, url string, body []byte) (int, string, error) {
+// postAsAPIServer posts body as the API server calls a webhook: within its
+// timeoutSeconds (5) in all, and, as client-go's rest.Request does, again
+// after the Retry-After of an answer 429 or 5xx that has one, up to 10 times.
+// It returns the last answer's status and patch, and how often it posted again.
+func postAsAPIServer(ctx context.Context, client *http.Client, url string, body []byte) (status int, patch string, retries int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for ; ; retries++ {
+		var retryAfter time.Duration
+		status, patch, retryAfter, err = post(ctx, client, url, body)
+		if retryAfter == 0 || retries == 10 {
+			return status, patch, retries, err
+		}
+		select {
+		case <-ctx.Done():
+			return status, patch, retries, ctx.Err()
+		case <-time.After(retryAfter):
+		}
+	}
+}
+
+// post sends body and returns the status, for an allowed review its patch,
+// and for an answer 429 or 5xx its Retry-After.
+func post(ctx context.Context, client *http.Client, url string, body []byte) (status int, patch string, retryAfter time.Duration, err error) {
 	req := must(http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body)))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		if seconds, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) {
+			retryAfter = time.Duration(seconds) * time.Second
+		}
+		return resp.StatusCode, "", retryAfter, nil
+	}
 	var review admissionv1.AdmissionReview
 	if err := json.NewDecoder(resp.Body).Decode(&review); err != nil || review.Response == nil || !review.Response.Allowed {
-		return resp.StatusCode, "", err
+		return resp.StatusCode, "", 0, err
 	}
-	return resp.StatusCode, string(review.Response.Patch), nil
+	return resp.StatusCode, string(review.Response.Patch), 0, nil
 }
 
 // probe GETs /healthz and /readyz every -probe-every until ctx ends, each on
@@ -405,10 +454,10 @@ func (w *webhook) issue() *fixtures.ServingCert {
 	return must(w.ca.IssueECDSA(time.Hour))
 }
 
-// client returns a keep-alive client with timeout (0: none), which keeps up
-// to 25 idle connections, as client-go's transports (the API server's) do.
-func (w *webhook) client(timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: w.tls, MaxIdleConnsPerHost: 25}}
+// client returns a keep-alive client that keeps up to 25 idle connections,
+// as client-go's transports (the API server's) do.
+func (w *webhook) client() *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: w.tls, MaxIdleConnsPerHost: 25}}
 }
 
 func (w *webhook) ready() bool {
