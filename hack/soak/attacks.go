@@ -93,24 +93,34 @@ func emptyContainersReview(n int) []byte {
 // escapedArgs posts a review of -args-bytes whose Worker's one arg is all
 // '<', which a JSON encoder that escapes HTML writes as six bytes.
 func escapedArgs(ctx context.Context, w *webhook) string {
+	return postBackToBack(ctx, w, *argsClients, escapedArgsReview(*argsBytes))
+}
+
+// escapedArgsReview returns the Flyte review, of size bytes, with one Worker arg of '<'.
+func escapedArgsReview(size int) []byte {
 	const marker = "soak-args"
 	review := workerReview(func(worker map[string]any) {
 		worker["containers"].([]any)[0].(map[string]any)["args"] = []any{marker}
 	})
-	review = bytes.Replace(review, []byte(marker), bytes.Repeat([]byte("<"), *argsBytes-len(review)), 1)
-	return postBackToBack(ctx, w, *argsClients, review)
+	return bytes.Replace(review, []byte(marker), bytes.Repeat([]byte("<"), size-len(review)+len(marker)), 1)
 }
 
 // controlBytes posts a review whose mpi.flyte.org/worker-spec-command is
 // -control-bytes of control characters, which the webhook denies.
 func controlBytes(ctx context.Context, w *webhook) string {
-	line := make([]byte, *ctlBytes)
+	return postBackToBack(ctx, w, *ctlClients, controlBytesReview(*ctlBytes))
+}
+
+// controlBytesReview returns the Flyte review with a worker-spec-command of
+// size bytes, U+0001 to U+001F over and over.
+func controlBytesReview(size int) []byte {
+	line := make([]byte, size)
 	for i := range line {
-		line[i] = byte(1 + i%31) // U+0001 to U+001F
+		line[i] = byte(1 + i%31)
 	}
 	job := must(fixtures.FlyteJob("v1", fixtures.HorovodWorkerCommand))
 	job.SetAnnotations(map[string]string{"mpi.flyte.org/worker-spec-command": string(line)})
-	return postBackToBack(ctx, w, *ctlClients, reviewOf(job))
+	return reviewOf(job)
 }
 
 // headerFlood opens -header-conns connections to each of the probe and
