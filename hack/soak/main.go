@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,6 +245,7 @@ func runAwayFrom(core int) error {
 			return fmt.Errorf("pinning the soak's thread %d: %w", tid, err)
 		}
 	}
+	runtime.GOMAXPROCS(set.Count()) // the runtime counted the cores before the pinning
 	return nil
 }
 
