@@ -153,14 +153,7 @@ func run(s scenario) result {
 	latencies, correct, wrong, retried := flyteReviews(ctx, w.client(), w.url, legit, want, nil)
 	background.Wait()
 	elapsed := time.Since(start).Seconds()
-	cpu := func(pid int, ran0, waited0 time.Duration) string {
-		ran, waited := schedstat(pid)
-		if ran < ran0 {
-			return "exited"
-		}
-		return fmt.Sprintf("ran %.0f%%, waited for a core %.0f%%", 100*(ran-ran0).Seconds()/elapsed, 100*(waited-waited0).Seconds()/elapsed)
-	}
-	webhookCPU, soakCPU := cpu(w.cmd.Process.Pid, webhookRan, webhookWaited), cpu(os.Getpid(), soakRan, soakWaited)
+	webhookCPU, soakCPU := cpuSince(w.cmd.Process.Pid, webhookRan, webhookWaited, elapsed), cpuSince(os.Getpid(), soakRan, soakWaited, elapsed)
 	r.logRate = float64(w.logs.bytes.Load()-logStart) / elapsed
 	r.linesRate = float64(w.logs.lines.Load()-linesStart) / elapsed
 	r.hwmMiB, r.load = float64(w.hwmKiB.Load())/1024, loadAverage()
@@ -170,30 +163,41 @@ func run(s scenario) result {
 		r.p50, r.p99 = latencies[r.total/2], latencies[r.total*99/100]
 	}
 	fmt.Printf("%-16s attack: %s\n", s.name, summary)
-	// Other processes on the machine take the cores too: when the soak waits
-	// for one, it sends fewer reviews than are due and its own delays count
-	// in their latencies; when the webhook waits, its answers are late.
 	fmt.Printf("%-16s flyte: %d sent of %d due, %d not answered correctly %v, %d posted again after a Retry-After\n", s.name, len(latencies),
 		int(duration.Seconds())**rate, len(wrong), count(wrong), retried)
 	fmt.Printf("%-16s CPU (%% of the time, over threads): the webhook %s; the soak %s\n", s.name, webhookCPU, soakCPU)
 	r.missed = w.missed
-
 	select {
 	case <-w.exited:
 		r.died = w.death()
-		r.check(false, "the webhook exited: %s", r.died)
 	default:
 	}
+	r.checkTargets()
+	if s.drain && r.died == "" {
+		r.check(drain(w, legit, want), "drain: want every review answered until the listener closed, unready before it, exit 0")
+	}
+	return r
+}
+
+// checkTargets records the targets r missed.
+func (r *result) checkTargets() {
+	r.check(r.died == "", "the webhook exited: %s", r.died)
 	r.check(r.hwmMiB <= *maxRSS, "VmHWM %.1f MiB, above %.0f MiB", r.hwmMiB, *maxRSS)
 	r.check(r.total > 0 && float64(r.correct) >= *minCorrect*float64(r.total), "%d of %d Flyte reviews correct, below %.0f%%", r.correct, r.total, 100**minCorrect)
 	r.check(r.p99 <= *maxP99, "p99 %s, above %s", r.p99.Round(time.Millisecond), *maxP99)
 	r.check(r.logRate <= *maxLogRate, "log %.0f bytes/s, above %.0f", r.logRate, *maxLogRate)
 	r.check(r.healthz+r.readyz <= *maxProbeFailed, "of %d probes each, %d of /healthz and %d of /readyz not answered 200 within %s",
 		r.rounds, r.healthz, r.readyz, *probeTimeout)
-	if s.drain && r.died == "" {
-		r.check(drain(w, legit, want), "drain: want every review answered until the listener closed, unready before it, exit 0")
+}
+
+// cpuSince says how long the threads of process pid ran, and waited for a
+// core, since they had run ran0 and waited waited0, in shares of elapsed seconds.
+func cpuSince(pid int, ran0, waited0 time.Duration, elapsed float64) string {
+	ran, waited := schedstat(pid)
+	if ran < ran0 {
+		return "exited"
 	}
-	return r
+	return fmt.Sprintf("ran %.0f%%, waited for a core %.0f%%", 100*(ran-ran0).Seconds()/elapsed, 100*(waited-waited0).Seconds()/elapsed)
 }
 
 // report prints the table and the missed targets, and says whether all were met.
