@@ -54,8 +54,8 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
-unit: kustomize ## Run the unit tests.
-	$(GO) test ./cmd/... ./internal/...
+unit: kustomize ## Run the unit tests (and those of hack/soak's attacks).
+	$(GO) test ./cmd/... ./internal/... ./hack/soak/...
 
 .PHONY: envtest
 envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.
@@ -88,11 +88,16 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 1m, or a count such as 20000
 fuzz-smoke: ## Run each fuzz target for FUZZ_SMOKE executions (20000x), as make test does.
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE)
 
-SOAK_DURATION ?= 60s
+# How long each attack of make soak lasts.
+SOAK_DURATION ?= 20s
+# The attacks make soak runs, comma-separated (go run ./hack/soak -h lists them); empty runs all.
+SOAK_SCENARIOS ?=
+# More flags of hack/soak, such as -handshakers=500.
+SOAK_ARGS ?=
 
 .PHONY: soak
-soak: build ## For SOAK_DURATION (60s): 300 trickling connections, 50 posters of 3 MiB reviews, 50 Flyte reviews/s, certificate rotation; then SIGTERM. Fails when a target of docs/RELIABILITY.md is missed.
-	$(GO) run ./hack/soak -webhook bin/webhook -duration $(SOAK_DURATION)
+soak: build ## Run each attack of docs/RELIABILITY.md for SOAK_DURATION (20s) against a fresh bin/webhook on one core, beside 25 Flyte reviews/s; fails when a target is missed. SOAK_SCENARIOS=classic,silent-conns runs some.
+	$(GO) run ./hack/soak -webhook bin/webhook -duration $(SOAK_DURATION) -scenarios '$(SOAK_SCENARIOS)' $(SOAK_ARGS)
 
 .PHONY: golden
 golden: ## Rewrite the golden files (docs/hostile-inputs.md, the splitter's refused lines) from what the code answers now.

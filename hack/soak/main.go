@@ -1,55 +1,86 @@
-// Command soak runs bin/webhook on loopback under hostile load, with
-// certificate rotation, then through SIGTERM, and exits 1 when a target of
-// docs/RELIABILITY.md is missed.
+// Command soak runs named attacks (docs/RELIABILITY.md, "Attacks") against
+// bin/webhook on loopback, each against a fresh process confined as its
+// Deployment confines it, while Flyte reviews arrive beside the attack; it
+// prints one row per attack and exits 1 when a target is missed.
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptrace"
 	"os"
-	"os/exec"
-	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
+	"text/tabwriter"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-
-	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"golang.org/x/sys/unix"
 )
 
 var (
-	binary      = flag.String("webhook", "bin/webhook", "the webhook binary")
-	duration    = flag.Duration("duration", time.Minute, "how long the attack lasts")
-	rate        = flag.Int("rate", 50, "Flyte reviews per second")
-	tricklers   = flag.Int("tricklers", 300, "connections trickling a body")
-	trickleRate = flag.Int("trickle-rate", 128<<10, "bytes per second each trickling connection sends")
-	posters     = flag.Int("posters", 50, "clients posting large reviews back to back")
-	bigBytes    = flag.Int("big-bytes", 3<<20-4<<10, "size of the large reviews, just below the webhook's limit")
-	rotateEvery = flag.Duration("rotate-every", 20*time.Second, "how often the certificate is replaced")
-	drain       = flag.Duration("drain", 5*time.Second, "the webhook's --shutdown-drain")
-	maxRSS      = flag.Float64("max-rss-mib", 100, "target: peak resident memory (VmHWM) in MiB")
-	minCorrect  = flag.Float64("min-correct", 0.99, "target: share of Flyte reviews answered 200 with the expected patch")
-	maxP99      = flag.Duration("max-p99", time.Second, "target: 99th percentile latency of the Flyte reviews")
+	binary     = flag.String("webhook", "bin/webhook", "the webhook binary")
+	only       = flag.String("scenarios", "", "comma-separated scenarios to run (default: all of "+names()+")")
+	duration   = flag.Duration("duration", 20*time.Second, "how long each attack lasts")
+	rate       = flag.Int("rate", 25, "Flyte reviews per second beside the attack")
+	cpu        = flag.Int("cpu", 0, "the one core the webhook runs on; the soak itself runs on the others")
+	nofile     = flag.Uint64("nofile", 1024, "the webhook's open-file limit (RLIMIT_NOFILE)")
+	gomaxprocs = flag.Int("gomaxprocs", 2, "the webhook's GOMAXPROCS: what Go picks in the Deployment's pod, its limits.cpu (500m) rounded up and at least 2; 0 leaves it to the core it is pinned to (1)")
+	probeEvery = flag.Duration("probe-every", 500*time.Millisecond, "how often /healthz and /readyz are probed")
+	servingKey = flag.String("serving-key", "ecdsa", "the serving certificate's key: ecdsa (P-256, as config/certmanager's Certificate) or rsa (2048)")
+	oomKill    = flag.Bool("oom-kill", true, "kill the webhook, as the kernel would, once its resident memory passes the Deployment's limits.memory")
+	logDir     = flag.String("logs", "", "directory to write each scenario's webhook log to (default: counted, not kept)")
+
+	maxRSS         = flag.Float64("max-rss-mib", 100, "target: peak resident memory (VmHWM) in MiB")
+	minCorrect     = flag.Float64("min-correct", 0.99, "target: share of Flyte reviews answered 200 with the expected patch")
+	maxP99         = flag.Duration("max-p99", time.Second, "target: 99th percentile latency of the Flyte reviews")
+	maxLogRate     = flag.Float64("max-log-rate", 1e6, "target: bytes of log a second")
+	probeTimeout   = flag.Duration("probe-timeout", time.Second, "target: probes answered within this (the kubelet's timeoutSeconds)")
+	maxProbeFailed = flag.Int("max-probe-failures", 0, "target: probes not answered 200 within -probe-timeout")
 )
 
-var missed []string
+// scenario is one attack: it runs until ctx ends, and says what it did.
+type scenario struct {
+	name   string
+	attack func(ctx context.Context, w *webhook) string
+	// drain, when set, SIGTERMs the webhook after the attack and checks the drain.
+	drain bool
+}
+
+var scenarios = []scenario{
+	{name: "classic", attack: classic, drain: true},
+	{name: "partial-hello", attack: partialHello},
+	{name: "silent-conns", attack: silentConns},
+	{name: "many-containers", attack: manyContainers},
+	{name: "huge-containers", attack: hugeContainers},
+	{name: "escaped-args", attack: escapedArgs},
+	{name: "header-flood", attack: headerFlood},
+	{name: "control-bytes", attack: controlBytes},
+	{name: "handshake-flood", attack: handshakeFlood},
+}
+
+// result is what one scenario measured, and the targets it missed.
+type result struct {
+	name               string
+	hwmMiB             float64
+	correct, total     int
+	p50, p99           time.Duration
+	logRate, linesRate float64
+	// healthz and readyz are the probes of each path not answered 200 in time, of rounds.
+	healthz, readyz, rounds int
+	died                    string
+	missed                  []string
+	// load is the machine's load average over the last minute, other developers' work included.
+	load string
+}
 
 // check records a missed target unless ok.
-func check(ok bool, format string, args ...any) {
+func (r *result) check(ok bool, format string, args ...any) {
 	if !ok {
-		missed = append(missed, fmt.Sprintf(format, args...))
+		r.missed = append(r.missed, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -64,233 +95,169 @@ func must[T any](v T, err error) T {
 
 func main() {
 	flag.Parse()
-	run()
-	if len(missed) > 0 {
-		fmt.Println("MISSED: " + strings.Join(missed, "\nMISSED: "))
+	selected := scenarios
+	if *only != "" {
+		selected = nil
+		for name := range strings.SplitSeq(*only, ",") {
+			i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+			if i < 0 {
+				must(0, fmt.Errorf("-scenarios: no scenario %q; there are %s", name, names()))
+			}
+			selected = append(selected, scenarios[i])
+		}
+	}
+	if *servingKey != "ecdsa" && *servingKey != "rsa" {
+		must(0, fmt.Errorf("-serving-key=%s: want ecdsa or rsa", *servingKey))
+	}
+	must(0, runAwayFrom(*cpu))
+	fmt.Printf("soak: %d scenarios of %s, %d Flyte reviews/s; webhook on core %d, GOMAXPROCS %d, RLIMIT_NOFILE %d, %s key; load average %s\n",
+		len(selected), *duration, *rate, *cpu, *gomaxprocs, *nofile, *servingKey, loadAverage())
+	var results []result
+	for _, s := range selected {
+		results = append(results, run(s))
+	}
+	if !report(results) {
 		os.Exit(1)
 	}
-	fmt.Println("all targets met")
 }
 
-func run() {
-	dir := must(os.MkdirTemp("", "soak"))
-	defer os.RemoveAll(dir)
-	ca := must(fixtures.NewAuthority())
-	certDir := filepath.Join(dir, "certs")
-	must(0, fixtures.Mount(certDir, must(ca.Issue(time.Hour)))) // as the kubelet mounts a Secret
-	memoryLimit := deploymentMemoryLimit()
-	port, probe := freePort(), freePort()
-	cmd := exec.Command(*binary, "--cert-dir", certDir, "--port", strconv.Itoa(port), "--metrics-bind-address", "0",
-		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(probe), "--shutdown-drain", drain.String())
-	cmd.Env = append(os.Environ(), "MEMORY_LIMIT="+memoryLimit)
-	must(0, cmd.Start())
-	defer func() { _ = cmd.Process.Kill() }()
-	fmt.Printf("webhook    pid %d, MEMORY_LIMIT=%s as the Deployment's limits.memory\n", cmd.Process.Pid, memoryLimit)
+func names() string {
+	var n []string
+	for _, s := range scenarios {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, ",")
+}
 
-	address := "127.0.0.1:" + strconv.Itoa(port)
-	url := "https://" + address + "/mutate-mpijob"
-	ready := func() bool {
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(probe) + "/readyz")
-		return err == nil && resp.Body.Close() == nil && resp.StatusCode == http.StatusOK
-	}
-	for start := time.Now(); !ready(); time.Sleep(50 * time.Millisecond) {
-		if time.Since(start) > 30*time.Second {
-			must(0, fmt.Errorf("the webhook was not ready within 30 s"))
-		}
-	}
-	legit, big := reviews()
-	tlsConfig := &tls.Config{RootCAs: ca.Pool()}
-	// As the API server calls the webhook: keep-alive, timeoutSeconds 5.
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
-	status, want, err := post(context.Background(), client, url, legit)
-	if status != http.StatusOK || !strings.Contains(want, `/command","value":["/usr/sbin/sshd"`) || !strings.Contains(want, "flyte-worker-args") {
-		must(0, fmt.Errorf("the Flyte review was answered %d with patch %q (%v), want 200 and sshd from flyte-worker-args", status, want, err))
+// run starts a webhook, runs s's attack beside the Flyte reviews and the
+// probes, and measures the targets.
+func run(s scenario) result {
+	w := startWebhook(s.name)
+	defer w.kill()
+	legit := flyteReview()
+	status, want, _, err := postAsAPIServer(context.Background(), w.client(), w.url, legit)
+	if status != http.StatusOK || !strings.Contains(want, `/command","value":["/usr/sbin/sshd"`) {
+		must(0, fmt.Errorf("the Flyte review was answered %d with patch %q (%v), want 200 and sshd", status, want, err))
 	}
 
-	// The attack, and the Flyte reviews beside it.
 	ctx, stop := context.WithTimeout(context.Background(), *duration)
 	defer stop()
-	var attackers sync.WaitGroup
-	var trickled, cut, posted, bigAllowed atomic.Int64
-	for range *tricklers { // each declares 3 MiB, sends it slowly, and starts again once answered
-		attackers.Go(func() {
-			c := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
-			for ctx.Err() == nil {
-				req := must(http.NewRequestWithContext(ctx, http.MethodPost, url, slowBody{ctx, &trickled}))
-				req.ContentLength = 3 << 20
-				req.Header.Set("Content-Type", "application/json")
-				if resp, err := c.Do(req); err == nil {
-					resp.Body.Close()
-				}
-				cut.Add(1)
-			}
-		})
-	}
-	for range *posters {
-		attackers.Go(func() {
-			for c := (&http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}); ctx.Err() == nil; posted.Add(1) {
-				if status, _, _ := post(ctx, c, url, big); status == http.StatusOK {
-					bigAllowed.Add(1)
-				}
-			}
-		})
-	}
-	attackers.Go(func() { // the kubelet swaps in a renewed Secret
-		for range time.Tick(*rotateEvery) {
-			if ctx.Err() != nil {
-				return
-			}
-			cert, start := must(ca.Issue(time.Hour)), time.Now()
-			must(0, fixtures.Mount(certDir, cert))
-			serial := cert.Cert.SerialNumber.String()
-			for servedSerial(address) != serial && time.Since(start) < 15*time.Second {
-				time.Sleep(10 * time.Millisecond)
-			}
-			fmt.Printf("rotation   new certificate served %s after it was written\n", time.Since(start).Round(time.Millisecond))
-			check(servedSerial(address) == serial, "certificate %s not served 15 s after it was written", serial)
-		}
-	})
-	latencies, correct, _ := flyteReviews(ctx, client, url, legit, want, nil)
-	attackers.Wait()
-	peak := hwmMiB(cmd.Process.Pid)
+	start, logStart, linesStart := time.Now(), w.logs.bytes.Load(), w.logs.lines.Load()
+	webhookRan, webhookWaited := schedstat(w.cmd.Process.Pid)
+	soakRan, soakWaited := schedstat(os.Getpid())
+	var summary string
+	r := result{name: s.name}
+	var background sync.WaitGroup
+	background.Go(func() { summary = s.attack(ctx, w) })
+	background.Go(func() { r.healthz, r.readyz, r.rounds = probe(ctx, w.probe) })
+	latencies, correct, wrong, retried := flyteReviews(ctx, w.client(), w.url, legit, want, nil)
+	background.Wait()
+	elapsed := time.Since(start).Seconds()
+	webhookCPU, soakCPU := cpuSince(w.cmd.Process.Pid, webhookRan, webhookWaited, elapsed), cpuSince(os.Getpid(), soakRan, soakWaited, elapsed)
+	r.logRate = float64(w.logs.bytes.Load()-logStart) / elapsed
+	r.linesRate = float64(w.logs.lines.Load()-linesStart) / elapsed
+	r.hwmMiB, r.load = float64(w.hwmKiB.Load())/1024, loadAverage()
 	slices.Sort(latencies)
-	p99 := latencies[len(latencies)*99/100]
-	share := float64(correct) / float64(len(latencies))
-	fmt.Printf("attack     %d tricklers wrote %d MiB in %d requests; %d posters sent %d reviews of %d bytes, %d were answered 200\n",
-		*tricklers, trickled.Load()>>20, cut.Load(), *posters, posted.Load(), *bigBytes, bigAllowed.Load())
-	fmt.Printf("flyte      %d reviews at %d/s: %d correct (%.2f%%); p50 %s, p99 %s, max %s\n", len(latencies), *rate, correct,
-		100*share, latencies[len(latencies)/2].Round(time.Microsecond), p99.Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Millisecond))
-	fmt.Printf("memory     peak resident (VmHWM) %.1f MiB\n", peak)
-	check(peak <= *maxRSS, "peak resident memory %.1f MiB, above %.0f MiB", peak, *maxRSS)
-	check(share >= *minCorrect, "%.2f%% of the Flyte reviews answered correctly, below %.2f%%", 100*share, 100**minCorrect)
-	check(p99 <= *maxP99, "p99 %s, above %s", p99, *maxP99)
+	r.correct, r.total = correct, len(latencies)
+	if r.total > 0 {
+		r.p50, r.p99 = latencies[r.total/2], latencies[r.total*99/100]
+	}
+	fmt.Printf("%-16s attack: %s\n", s.name, summary)
+	fmt.Printf("%-16s flyte: %d sent of %d due, %d not answered correctly %v, %d posted again after a Retry-After\n", s.name, len(latencies),
+		int(duration.Seconds())**rate, len(wrong), count(wrong), retried)
+	fmt.Printf("%-16s CPU (%% of the time, over threads): the webhook %s; the soak %s\n", s.name, webhookCPU, soakCPU)
+	r.missed = w.missed
+	select {
+	case <-w.exited:
+		r.died = w.death()
+	default:
+	}
+	r.checkTargets()
+	if s.drain && r.died == "" {
+		r.check(drain(w, legit, want), "drain: want every review answered until the listener closed, unready before it, exit 0")
+	}
+	return r
+}
 
-	// A rollout: SIGTERM under the Flyte reviews, on new connections, as the
-	// API server sends them once the drain's first answers closed its own.
-	sigterm := time.Now()
-	check(cmd.Process.Signal(syscall.SIGTERM) == nil, "the webhook died under the attack")
-	unready := make(chan time.Duration, 1)
-	go func() { // a kubelet's probe, only more often
-		for ready() {
-			time.Sleep(time.Millisecond)
+// checkTargets records the targets r missed.
+func (r *result) checkTargets() {
+	r.check(r.died == "", "the webhook exited: %s", r.died)
+	r.check(r.hwmMiB <= *maxRSS, "VmHWM %.1f MiB, above %.0f MiB", r.hwmMiB, *maxRSS)
+	r.check(r.total > 0 && float64(r.correct) >= *minCorrect*float64(r.total), "%d of %d Flyte reviews correct, below %.0f%%", r.correct, r.total, 100**minCorrect)
+	r.check(r.p99 <= *maxP99, "p99 %s, above %s", r.p99.Round(time.Millisecond), *maxP99)
+	r.check(r.logRate <= *maxLogRate, "log %.0f bytes/s, above %.0f", r.logRate, *maxLogRate)
+	r.check(r.healthz+r.readyz <= *maxProbeFailed, "of %d probes each, %d of /healthz and %d of /readyz not answered 200 within %s",
+		r.rounds, r.healthz, r.readyz, *probeTimeout)
+}
+
+// cpuSince says how long the threads of process pid ran, and waited for a
+// core, since they had run ran0 and waited waited0, in shares of elapsed seconds.
+func cpuSince(pid int, ran0, waited0 time.Duration, elapsed float64) string {
+	ran, waited := schedstat(pid)
+	if ran < ran0 {
+		return "exited"
+	}
+	return fmt.Sprintf("ran %.0f%%, waited for a core %.0f%%", 100*(ran-ran0).Seconds()/elapsed, 100*(waited-waited0).Seconds()/elapsed)
+}
+
+// report prints the table and the missed targets, and says whether all were met.
+func report(results []result) bool {
+	fmt.Println()
+	t := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(t, "scenario\tVmHWM MiB\tcorrect/total\tp50\tp99\tlog B/s\tlog lines/s\tfailed /healthz, /readyz\tload\tverdict")
+	ok := true
+	for _, r := range results {
+		verdict := "ok"
+		if len(r.missed) > 0 {
+			verdict, ok = "MISSED", false
 		}
-		unready <- time.Since(sigterm)
-	}()
-	drainCtx, closed := context.WithCancel(context.Background())
-	var closedAfter time.Duration
-	_, answered, wrong := flyteReviews(drainCtx, &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}, url, legit, want, func() {
-		if drainCtx.Err() == nil {
-			closedAfter = time.Since(sigterm)
-			closed()
+		if r.died != "" {
+			verdict = "MISSED (" + strings.SplitN(r.died, ":", 2)[0] + ")"
 		}
-	})
-	exit := cmd.Wait()
-	unreadyAfter := <-unready
-	fmt.Printf("drain      unready %s after SIGTERM, listener closed after %s; %d reviews answered correctly after SIGTERM, %d not %v; exit: %v\n",
-		unreadyAfter.Round(time.Millisecond), closedAfter.Round(time.Millisecond), answered, len(wrong), wrong, exit)
-	check(exit == nil && len(wrong) == 0 && answered > 0 && unreadyAfter < closedAfter,
-		"drain: want every review answered until the listener closed, unready before it, exit 0")
-}
-
-// flyteReviews posts review at -rate until ctx ends, and returns the
-// latencies, how many were answered 200 with want, and what the others got.
-// A request never written, its connection refused or reset before the TLS
-// handshake because the listener closed, is counted in neither: it calls refused.
-func flyteReviews(ctx context.Context, client *http.Client, url string, review []byte, want string, refused func()) (latencies []time.Duration, correct int, wrong []string) {
-	mu, wg := sync.Mutex{}, sync.WaitGroup{}
-	for tick := time.Tick(time.Second / time.Duration(*rate)); ctx.Err() == nil; <-tick {
-		wg.Go(func() {
-			var wrote atomic.Bool
-			trace := &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}
-			start := time.Now()
-			status, patch, err := post(httptrace.WithClientTrace(context.Background(), trace), client, url, review)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil && refused != nil && !wrote.Load():
-				refused()
-				return
-			case status == http.StatusOK && patch == want:
-				correct++
-			default:
-				wrong = append(wrong, fmt.Sprintf("%d %v", status, err))
-			}
-			latencies = append(latencies, time.Since(start))
-		})
+		fmt.Fprintf(t, "%s\t%.1f\t%d/%d\t%s\t%s\t%.0f\t%.0f\t%d, %d of %d\t%s\t%s\n", r.name, r.hwmMiB, r.correct, r.total,
+			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.logRate, r.linesRate, r.healthz, r.readyz, r.rounds, r.load, verdict)
 	}
-	wg.Wait()
-	return latencies, correct, wrong
+	t.Flush()
+	for _, r := range results {
+		for _, m := range r.missed {
+			fmt.Printf("MISSED %s: %s\n", r.name, m)
+		}
+	}
+	if ok {
+		fmt.Println("all targets met")
+	}
+	return ok
 }
 
-// post sends body and returns the status and, for an allowed review, its patch.
-func post(ctx context.Context, client *http.Client, url string, body []byte) (int, string, error) {
-	req := must(http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body)))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+// runAwayFrom pins every thread of the soak, and so every one it starts
+// later, to the cores other than core, so that the attackers do not take the
+// webhook's core: in a cluster they run on other nodes.
+func runAwayFrom(core int) error {
+	var set unix.CPUSet
+	must(0, unix.SchedGetaffinity(0, &set))
+	set.Clear(core)
+	if set.Count() == 0 {
+		return nil // one core only: share it
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return 0, "", err
+		return err
 	}
-	defer resp.Body.Close()
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(resp.Body).Decode(&review); err != nil || review.Response == nil || !review.Response.Allowed {
-		return resp.StatusCode, "", err
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("pinning the soak's thread %d: %w", tid, err)
+		}
 	}
-	return resp.StatusCode, string(review.Response.Patch), nil
+	runtime.GOMAXPROCS(set.Count()) // the runtime counted the cores before the pinning
+	return nil
 }
 
-// slowBody is a body that arrives at -trickle-rate until ctx ends.
-type slowBody struct {
-	ctx  context.Context
-	sent *atomic.Int64
-}
-
-func (b slowBody) Read(p []byte) (int, error) {
-	time.Sleep(time.Second / 8)
-	if err := b.ctx.Err(); err != nil {
-		return 0, err
+// loadAverage returns the machine's load average over the last minute.
+func loadAverage() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	if fields := strings.Fields(string(b)); len(fields) > 0 {
+		return fields[0]
 	}
-	n := min(len(p), *trickleRate/8)
-	b.sent.Add(int64(n))
-	return n, nil
-}
-
-// reviews returns a Flyte review: the MPIJob Flyte builds for a Horovod task
-// that declares its worker command; and a large one, the same with an
-// annotation that brings it to -big-bytes, as a large last-applied-configuration does.
-func reviews() (legit, big []byte) {
-	job := must(fixtures.FlyteJob("v1", fixtures.HorovodWorkerCommand))
-	legit = fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob("v1"), admissionv1.Create)
-	job.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", *bigBytes-len(legit)-60)})
-	return legit, fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob("v1"), admissionv1.Create)
-}
-
-// servedSerial returns the serial of the certificate a new connection gets.
-func servedSerial(address string) string {
-	conn, err := tls.Dial("tcp", address, &tls.Config{InsecureSkipVerify: true}) // reads the certificate only
-	if err != nil {
-		return ""
-	}
-	defer conn.Close()
-	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
-}
-
-// hwmMiB returns the peak resident memory (VmHWM) of process pid, in MiB.
-func hwmMiB(pid int) (mib float64) {
-	_, hwm, _ := strings.Cut(string(must(os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)))), "VmHWM:")
-	_, _ = fmt.Sscanf(hwm, "%f", &mib) // kB
-	return mib / 1024
-}
-
-// deploymentMemoryLimit returns the limits.memory of config/manager/manager.yaml, its one container's.
-func deploymentMemoryLimit() string {
-	b := must(os.ReadFile(must(fixtures.Path("config", "manager", "manager.yaml"))))
-	_, limits, _ := strings.Cut(string(b), "limits:")
-	_, memory, _ := strings.Cut(limits, "memory:")
-	return strings.Fields(memory)[0]
-}
-
-func freePort() int {
-	l := must(net.Listen("tcp", "127.0.0.1:0"))
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return "?"
 }
