@@ -80,9 +80,8 @@ const (
 	// SmallRequestReserve is the part of MaxBufferedBytes that only small
 	// bodies may use, so that large ones, arriving fast or slowly, cannot
 	// leave no room for the reviews the API server usually sends. A small
-	// body short of room cuts the oldest bodies still arriving: the API
-	// server sends a body at once, so those are slow clients'. A large one
-	// is refused.
+	// body short of room cuts the oldest bodies still arriving; a large one
+	// waits (see limiter.admit).
 	SmallRequestReserve = 2 << 20
 
 	// RetryAfterSeconds is the Retry-After of a 503: the API server's
@@ -96,7 +95,7 @@ var (
 	errBusy = errors.New("the webhook is busy: too many requests in flight, or too many request bytes held")
 	// errCut refuses a request whose body was still arriving when a newer one needed its room.
 	errCut = errors.New("the request body arrived too slowly while the webhook was short of memory")
-	// errTooSlow refuses a request whose body has not arrived within ReadTimeout.
+	// errTooSlow refuses a request whose body has not arrived, or found no room, within ReadTimeout.
 	errTooSlow = fmt.Errorf("the body did not arrive within %s", ReadTimeout)
 )
 
@@ -104,16 +103,21 @@ var (
 type limiter struct {
 	maxInFlight                   int
 	maxBytes, reserve, smallBytes int64
+	// wait is how long a large body waits for room: its request's ReadTimeout.
+	wait time.Duration
 
 	mu       sync.Mutex
 	inFlight int
 	bytes    int64 // the lengths of the bodies arriving or being answered
 	// arriving are the bodies still being read, oldest first.
 	arriving []*body
+	// freed is closed, and replaced, when room is given back.
+	freed chan struct{}
 }
 
 func newLimiter() *limiter {
-	return &limiter{maxInFlight: MaxInFlight, maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes}
+	return &limiter{maxInFlight: MaxInFlight, maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve,
+		smallBytes: SmallRequestBytes, wait: ReadTimeout, freed: make(chan struct{})}
 }
 
 // body is one request's body, from its room taken to its answer.
@@ -126,18 +130,42 @@ type body struct {
 }
 
 // admit takes room for b before its first byte is read. A small body short
-// of room cuts the bodies still arriving, oldest first; a large one may not
-// use the reserve, and is refused when there is no room.
+// of room cuts the bodies still arriving, oldest first: the API server sends
+// a body at once, so those are slow clients'. A large one may not use the
+// reserve, and waits, unread, for room until its deadline: refused, its
+// client would connect again at once, which costs more than waiting.
 func (l *limiter) admit(b *body) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	var deadline <-chan time.Time
+	for {
+		l.mu.Lock()
+		admitted, freed := l.admitLocked(b), l.freed
+		l.mu.Unlock()
+		switch {
+		case admitted:
+			return nil
+		case b.length <= l.smallBytes:
+			return errBusy
+		case deadline == nil:
+			timer := time.NewTimer(l.wait)
+			defer timer.Stop()
+			deadline = timer.C
+		}
+		select {
+		case <-freed:
+		case <-deadline:
+			return errTooSlow
+		}
+	}
+}
+
+func (l *limiter) admitLocked(b *body) bool {
 	small, room := b.length <= l.smallBytes, l.maxBytes
 	if !small {
 		room -= l.reserve
 	}
 	for l.bytes+b.length > room {
 		if !small || len(l.arriving) == 0 {
-			return errBusy
+			return false
 		}
 		oldest := l.arriving[0]
 		l.arriving = l.arriving[1:]
@@ -147,7 +175,7 @@ func (l *limiter) admit(b *body) error {
 	}
 	l.bytes += b.length
 	l.arriving = append(l.arriving, b)
-	return nil
+	return true
 }
 
 // arrived marks b whole: it is in flight from now on, if there is room.
@@ -178,6 +206,8 @@ func (l *limiter) release(b *body) {
 	if b.inFlight {
 		l.inFlight--
 	}
+	close(l.freed) // wakes the large bodies waiting for room
+	l.freed = make(chan struct{})
 }
 
 // wasCut tells whether b was cut.
@@ -210,7 +240,11 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		// and wakes the read below; the limiter cuts only a body still arriving.
 		b := &body{length: r.ContentLength, cut: func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) }}
 		if err := l.admit(b); err != nil {
-			refuse(w, http.StatusServiceUnavailable, err)
+			status := http.StatusServiceUnavailable
+			if errors.Is(err, errTooSlow) {
+				status = http.StatusRequestTimeout
+			}
+			refuse(w, status, err)
 			return
 		}
 		defer l.release(b)

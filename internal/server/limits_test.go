@@ -197,25 +197,23 @@ func write(t *testing.T, w io.Writer, n int) {
 }
 
 // TestLimitSlowBodies fills the room for body bytes with bodies that
-// arrive slowly, and checks that a large body finds no room and is refused
-// unread, and that a small body still gets through, cutting the oldest slow
-// body.
+// arrive slowly, and checks that a large body waits for room, unread, that
+// a small body still gets through, cutting the oldest slow body, and that
+// the room it frees goes to the body that waits.
 func TestLimitSlowBodies(t *testing.T) {
 	l := newLimiter()
 	l.maxBytes, l.reserve, l.smallBytes = 64<<10, 16<<10, 8<<10
 	srv := httptest.NewServer(l.limit(readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
-	busy := answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}
 
 	// A large body takes the room for large bodies whole, and sends part of it.
 	first, firstAnswer := trickle(t, srv.URL, 40<<10)
 	write(t, first, 20<<10)
 	waitUntil(t, l, "the first slow body holds its room", func(l *limiter) bool { return l.bytes == 40<<10 })
 
-	// A second large body finds no room, and is refused unread.
-	if diff := cmp.Diff(busy, send(srv.URL, bytes.NewReader(make([]byte, 16<<10)), 16<<10)); diff != "" {
-		t.Errorf("a large body with no room (-want +got):\n%s", diff)
-	}
+	// A second large body waits for room, unread.
+	second, secondAnswer := trickle(t, srv.URL, 16<<10)
+	go func() { _, _ = second.Write(bytes.Repeat([]byte(" "), 16<<10)) }()
 	// Three small slow bodies fill the rest.
 	var small []*io.PipeWriter
 	for range 3 {
@@ -232,8 +230,36 @@ func TestLimitSlowBodies(t *testing.T) {
 	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errCut.Error()}, <-firstAnswer); diff != "" {
 		t.Errorf("the oldest slow body (-want +got):\n%s", diff)
 	}
+	// The room the small body gave back goes to the large body that waits.
+	if diff := cmp.Diff(answer{Status: 200, Body: strconv.Itoa(16 << 10)}, <-secondAnswer); diff != "" {
+		t.Errorf("the large body that waited (-want +got):\n%s", diff)
+	}
 	for _, w := range small {
 		w.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	waitUntil(t, l, "no request is counted", idle)
+}
+
+// TestLimitLargeBodyWaitsUntilItsDeadline checks that a large body that
+// finds no room waits, and is answered 408 once its deadline passes.
+func TestLimitLargeBodyWaitsUntilItsDeadline(t *testing.T) {
+	l := newLimiter()
+	l.maxBytes, l.reserve, l.smallBytes, l.wait = 64<<10, 16<<10, 8<<10, 100*time.Millisecond
+	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
+	srv := httptest.NewServer(l.limit(h))
+	t.Cleanup(srv.Close)
+
+	// A large body, complete and being answered, holds the room for large bodies.
+	first := make(chan answer, 1)
+	go func() { first <- send(srv.URL, bytes.NewReader(make([]byte, 40<<10)), 40<<10) }()
+	<-h.entered
+	if diff := cmp.Diff(answer{Status: 408, Body: errTooSlow.Error()},
+		send(srv.URL, bytes.NewReader(make([]byte, 16<<10)), 16<<10)); diff != "" {
+		t.Errorf("a large body with no room (-want +got):\n%s", diff)
+	}
+	close(h.gate)
+	if got := <-first; got.Status != 200 {
+		t.Errorf("the large body in flight: %+v, want 200", got)
 	}
 	waitUntil(t, l, "no request is counted", idle)
 }

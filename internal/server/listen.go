@@ -31,8 +31,12 @@ const (
 	MaxClientHelloBytes = 16 << 10
 
 	// MaxProbeConns bounds the open connections of the probe and metrics
-	// ports, each: the kubelet and Prometheus open one at a time.
-	MaxProbeConns = 64
+	// ports, each. The kubelet and Prometheus open one at a time, but a
+	// connection refused a header holds its place for half a second
+	// (net/http waits for the client to read the refusal): room for a
+	// flood of them beside the kubelet. The three ports' bounds together
+	// stay below a file-descriptor limit of 1,024.
+	MaxProbeConns = 256
 
 	// MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few
 	// hundred bytes (a bearer token at most).
