@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -61,22 +60,6 @@ func TestHelloBoundedConn(t *testing.T) {
 				t.Errorf("read %q, want a prefix of %q", got, tt.sent)
 			}
 		})
-	}
-}
-
-// TestTLSHandshakeErrorsAreCounted checks that a refused handshake is
-// counted, not logged at the default level.
-func TestTLSHandshakeErrorsAreCounted(t *testing.T) {
-	var logged []string
-	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
-	before := testutil.ToFloat64(tlsHandshakeErrors)
-	_ = errorLog(log).Output(1, "http: TLS handshake error from 127.0.0.1:1234: EOF")
-	_ = errorLog(log).Output(1, "http: superfluous response.WriteHeader call")
-	if got := testutil.ToFloat64(tlsHandshakeErrors) - before; got != 1 {
-		t.Errorf("flyte_mpi_webhook_tls_handshake_errors_total grew by %v, want 1", got)
-	}
-	if len(logged) != 1 || !strings.Contains(logged[0], "superfluous") {
-		t.Errorf("logged %q, want only the line that is no handshake error", logged)
 	}
 }
 

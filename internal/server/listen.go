@@ -89,21 +89,21 @@ func (c *helloBoundedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// tlsHandshakeErrors counts the handshakes that failed, which net/http
-// would otherwise log one line each: a client that connects and goes away,
-// or scans the port.
+// tlsHandshakeErrors counts the handshakes that failed, were cut or found no
+// place in time (handshake.go): a client that went away, a port scan, or a
+// flood.
 var tlsHandshakeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
-	Help: "TLS handshakes on the webhook port that failed or were cut (a ClientHello too long, too slow, or a client that went away).",
+	Help: "TLS handshakes on the webhook port that failed, were cut, or found no place in time.",
 })
 
 func init() {
 	metrics.Registry.MustRegister(tlsHandshakeErrors)
 }
 
-// errorLog is an http.Server's ErrorLog: a failed TLS handshake is counted
-// in tlsHandshakeErrors and logged at V(1); anything else net/http has to
-// say goes to log, whose sampling bounds a flood of it.
+// errorLog is an http.Server's ErrorLog, which writes what net/http has to
+// say (an accept that failed, a panic) to log, whose sampling bounds a
+// flood of it.
 func errorLog(logger logr.Logger) *log.Logger {
 	return log.New(logWriter(logger), "", 0)
 }
@@ -111,13 +111,7 @@ func errorLog(logger logr.Logger) *log.Logger {
 type logWriter logr.Logger
 
 func (w logWriter) Write(p []byte) (int, error) {
-	line := string(bytes.TrimSpace(p))
-	if bytes.HasPrefix(p, []byte("http: TLS handshake error")) {
-		tlsHandshakeErrors.Inc()
-		logr.Logger(w).V(1).Info("TLS handshake failed", "error", line)
-		return len(p), nil
-	}
-	logr.Logger(w).Info("net/http", "error", line)
+	logr.Logger(w).Info("net/http", "error", string(bytes.TrimSpace(p)))
 	return len(p), nil
 }
 

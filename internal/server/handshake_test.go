@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+)
+
+// startTestHandshakes serves TLS handshakes on loopback with max places and
+// slow as the time after which a handshake may be cut, and returns the
+// address and a client's configuration.
+func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*handshakeListener, string, *tls.Config) {
+	t.Helper()
+	ca, err := fixtures.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.IssueECDSA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := startHandshakes(&handshakeListener{inner: tcp, config: &tls.Config{Certificates: []tls.Certificate{cert}},
+		max: maxHandshakes, slow: slow, timeout: 30 * time.Second})
+	t.Cleanup(func() { _ = l.Close() })
+	// The server side of a handshake ends with the client's first read.
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Write([]byte("x"))
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	return l, tcp.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+}
+
+// handshakeWith makes a TLS handshake with address, and reads the byte the server sends once it is done.
+func handshakeWith(address string, config *tls.Config) error {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", address, config)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	return err
+}
+
+// TestHandshakesInProgressAreBounded fills every place for a handshake
+// with connections that never send a ClientHello, and checks that a new
+// connection waits rather than starting a handshake beside them, and that
+// once they have taken longer than slow, it cuts the oldest and completes.
+func TestHandshakesInProgressAreBounded(t *testing.T) {
+	const places = 2
+	l, address, client := startTestHandshakes(t, places, 300*time.Millisecond)
+	if err := handshakeWith(address, client); err != nil {
+		t.Fatalf("a handshake with a free place: %v", err)
+	}
+	var silent []net.Conn
+	for range places {
+		conn, err := net.Dial("tcp", address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		silent = append(silent, conn)
+	}
+	waitForHandshakes(t, l, places)
+	l.mu.Lock()
+	oldest := l.inProgress[0].started
+	l.mu.Unlock()
+
+	if err := handshakeWith(address, client); err != nil {
+		t.Fatalf("a handshake beside slow ones: %v", err)
+	}
+	if after := time.Since(oldest); after < 300*time.Millisecond {
+		t.Errorf("the handshake was done %s after the oldest began, before that one was slow", after)
+	}
+	// The oldest silent connection was cut: its read ends.
+	_ = silent[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := silent[0].Read(make([]byte, 1)); err == nil {
+		t.Errorf("the oldest slow handshake was not cut")
+	}
+}
+
+// waitForHandshakes waits until n handshakes are in progress.
+func waitForHandshakes(t *testing.T, l *handshakeListener, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.inProgress) == n, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %d handshakes in progress: %v", n, err)
+	}
+}
