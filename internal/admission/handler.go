@@ -25,6 +25,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	kjson "sigs.k8s.io/json"
 
@@ -192,7 +193,7 @@ func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
 			"the object is apiVersion %q kind %q, but the request is for %s", req.Object.APIVersion, req.Object.Kind, req.Kind))
 	default:
 		d = mutate.Decide(req.Object, h.Options)
-		if err := respond(resp, d); err != nil {
+		if err := respond(resp, d, req.Object); err != nil {
 			return nil, err
 		}
 		logDecision(log, kv, d, req.DryRun)
@@ -204,12 +205,24 @@ func (h *Handler) Admit(ctx context.Context, body []byte) ([]byte, error) {
 	})
 }
 
-// respond writes decision d into resp.
-func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
+// respond writes decision d on job into resp.
+func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision, job *mutate.Job) error {
 	resp.Warnings = d.Warnings
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
-		deny(resp, http.StatusForbidden, metav1.StatusReasonForbidden, d.Err.Error())
+		// 422 Invalid, not 403 Forbidden: flytepropeller fails a task whose
+		// create is Invalid (or BadRequest) at once, as BadTaskFormat, where a
+		// Forbidden one is retried, and denied again, for every retry. The
+		// details are apierrors.NewInvalid's, so that kubectl prints the job
+		// and the annotation's path.
+		deny(resp, http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, d.Err.Error())
+		if annotationErr, ok := errors.AsType[*mutate.AnnotationError](d.Err); ok {
+			resp.Result.Details = &metav1.StatusDetails{Group: mpiJobGroup, Kind: mpiJobKind, Name: job.Metadata.Name, Causes: []metav1.StatusCause{{
+				Type:    metav1.CauseTypeFieldValueInvalid,
+				Field:   annotationField(job, annotationErr.Key).String(),
+				Message: annotationErr.Err.Error(),
+			}}}
+		}
 	case mutate.OutcomeMutated:
 		patch, err := json.Marshal(d.Patch)
 		if err != nil {
@@ -219,6 +232,15 @@ func respond(resp *admissionv1.AdmissionResponse, d mutate.Decision) error {
 		resp.Patch, resp.PatchType = patch, &patchType
 	}
 	return nil
+}
+
+// annotationField is the path of annotation key where Decide read it: the
+// MPIJob's own annotations win over the Worker pod template's, as in Decide.
+func annotationField(job *mutate.Job, key string) *field.Path {
+	if _, ok := job.Metadata.Annotations[key]; ok || job.Spec.MPIReplicaSpecs.Worker == nil {
+		return field.NewPath("metadata", "annotations").Key(key)
+	}
+	return field.NewPath("spec", "mpiReplicaSpecs", "Worker", "template", "metadata", "annotations").Key(key)
 }
 
 func deny(resp *admissionv1.AdmissionResponse, code int32, reason metav1.StatusReason, message string) {
