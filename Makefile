@@ -131,10 +131,12 @@ testdata-check: ## Fail, with a diff, when testdata/flyte is not what hack/flyte
 ##@ End to end
 
 .PHONY: test-e2e
-test-e2e: kustomize ## Run the real MPI operators against the webhook on the jobs Flyte builds (testdata/flyte), and check the Pods they create.
+test-e2e: kustomize ## Run Flyte's backend and the real MPI operators against the webhook on the jobs Flyte builds (testdata/flyte).
 	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
 		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) hack/e2e-operators.sh) && \
-	env $$operators $(ENVTEST_ENV) $(GO) test -count=1 -v ./test/e2e/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
+	flyte=$$(hack/flyte-testdata.sh binary) && \
+	env $$operators $$flyte $(ENVTEST_ENV) TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
+		$(GO) test -count=1 -v ./test/e2e/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
 
 ##@ Deployment
 
