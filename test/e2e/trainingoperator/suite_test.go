@@ -44,9 +44,11 @@ const InjectAsArgsLabel = "test.mpi.flyte.org/inject-as-args"
 // which holds the Secret for its webhook certificate.
 const operatorNamespace = "training-operator"
 
-// Where training-operator v1.8.1 and v1.9.4 keep their webhook certificate: the Secret it
-// fills at start, and the directory, a constant in its code, where a kubelet
-// would mount that Secret. It waits for the files before it starts its controllers.
+// Where training-operator v1.8.1 and v1.9.4 keep their webhook certificate
+// (pkg/cert, open-policy-agent's cert-controller): the Secret each fills at
+// start, and the directory, a constant in their code, where a kubelet would
+// mount that Secret. Each waits for the files before it starts its
+// controllers, and neither needs its ValidatingWebhookConfiguration to exist.
 const (
 	certSecret = "training-operator-webhook-cert"
 	certDir    = "/tmp/k8s-webhook-server/serving-certs"
