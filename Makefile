@@ -7,6 +7,9 @@ IMG ?= flyte-mpi-webhook:latest
 ENVTEST_K8S_VERSION ?= 1.37.2
 # The training-operator whose kubeflow.org/v1 MPIJob CRD the v1 suite installs.
 TRAINING_OPERATOR_VERSION ?= v1.8.1
+# The newest training-operator that serves kubeflow.org/v1 MPIJobs, which
+# make test-e2e runs beside TRAINING_OPERATOR_VERSION, with its own CRD.
+TRAINING_OPERATOR_V1_9_VERSION ?= v1.9.4
 
 GO ?= go
 SHELL = /usr/bin/env bash -o pipefail
@@ -17,6 +20,9 @@ MPIJOB_CRD_V2BETA1 = $(shell $(GO) mod download github.com/kubeflow/mpi-operator
 	$(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator)/manifests/base/kubeflow.org_mpijobs.yaml
 MPIJOB_CRD_V1 = $(shell $(GO) mod download github.com/kubeflow/training-operator@$(TRAINING_OPERATOR_VERSION) && \
 	$(GO) list -m -f '{{.Dir}}' github.com/kubeflow/training-operator@$(TRAINING_OPERATOR_VERSION))/manifests/base/crds/kubeflow.org_mpijobs.yaml
+# v1.9's CRD, from the module that builds its controller (hack/e2e/training-operator-v1.9).
+MPIJOB_CRD_V1_9 = $(shell $(GO) -C hack/e2e/training-operator-v1.9 mod download github.com/kubeflow/training-operator && \
+	$(GO) -C hack/e2e/training-operator-v1.9 list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds/kubeflow.org_mpijobs.yaml
 # kube-apiserver and etcd: $KUBEBUILDER_ASSETS, setup-envtest's cache, setup-envtest, or a build (hack/envtest-assets.sh).
 ENVTEST_ASSETS = $(shell ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) hack/envtest-assets.sh)
 ENVTEST_ENV = KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" MPIJOB_CRD_V1="$(MPIJOB_CRD_V1)" MPIJOB_CRD_V2BETA1="$(MPIJOB_CRD_V2BETA1)"
@@ -136,10 +142,17 @@ testdata-check: ## Fail, with a diff, when testdata/flyte is not what hack/flyte
 ##@ End to end
 
 .PHONY: test-e2e
-test-e2e: kustomize ## Run the real MPI operators against the webhook on the jobs Flyte builds (testdata/flyte), and check the Pods they create.
+test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-operator v1.8 and v1.9) against the webhook on the jobs Flyte builds (testdata/flyte).
 	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
-		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) hack/e2e-operators.sh) && \
-	env $$operators $(ENVTEST_ENV) $(GO) test -count=1 -v ./test/e2e/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
+		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
+		TRAINING_OPERATOR_V1_9_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) hack/e2e-operators.sh) && \
+	flyte=$$(hack/flyte-testdata.sh binary) && \
+	export $$operators $$flyte && \
+	env $(ENVTEST_ENV) TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
+		$(GO) test -count=1 -v ./test/e2e/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)' && \
+	env $(ENVTEST_ENV) MPIJOB_CRD_V1="$(MPIJOB_CRD_V1_9)" TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) \
+		TRAINING_OPERATOR_BIN="$$TRAINING_OPERATOR_V1_9_BIN" \
+		$(GO) test -count=1 -v ./test/e2e/trainingoperator 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
 
 ##@ Deployment
 

@@ -2,13 +2,15 @@
 # Prints the MPI operators' controllers that the end-to-end suite (test/e2e)
 # runs, building them on first use, as environment assignments:
 #   MPI_OPERATOR_BIN=<path>        mpi-operator (kubeflow.org/v2beta1)
-#   TRAINING_OPERATOR_BIN=<path>   training-operator (kubeflow.org/v1)
+#   TRAINING_OPERATOR_BIN=<path>   training-operator v1.8 (kubeflow.org/v1)
+#   TRAINING_OPERATOR_V1_9_BIN=<path>   training-operator v1.9, the newest that
+#                                  serves kubeflow.org/v1 MPIJobs
 # Each is built from the Go module proxy with its own tools module in
-# hack/e2e/<name>, so that its dependencies never enter the webhook's go.mod,
+# hack/e2e/<dir>, so that its dependencies never enter the webhook's go.mod,
 # and cached in $E2E_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/e2e)
 # under <name>-<version>/, so that any later run reuses it.
 #
-# MPI_OPERATOR_VERSION and TRAINING_OPERATOR_VERSION, when set, must match the
+# MPI_OPERATOR_VERSION, TRAINING_OPERATOR_VERSION and TRAINING_OPERATOR_V1_9_VERSION, when set, must match the
 # versions the tools modules pin: the Makefile sets them to the versions whose
 # CRDs the suite installs, so that a CRD never meets another version's controller.
 # Progress goes to standard error; only the assignments go to standard output.
@@ -22,22 +24,25 @@ log() { echo "e2e-operators: $*" >&2; }
 # shellcheck source=hack/build-cached.sh
 source "$here/build-cached.sh"
 
-# build NAME MODULE PACKAGE WANT_VERSION prints the path of NAME's binary,
-# building PACKAGE with the tools module hack/e2e/NAME when it is not cached.
+# build NAME DIR MODULE PACKAGE WANT_VERSION prints the path of NAME's binary,
+# building PACKAGE with the tools module hack/e2e/DIR when it is not cached.
 build() {
-	local name=$1 module=$2 package=$3 want=$4
+	local name=$1 dir=$2 module=$3 package=$4 want=$5
 	local version
-	version=$(cd "$here/e2e/$name" && go list -m -f '{{.Version}}' "$module")
+	version=$(cd "$here/e2e/$dir" && go list -m -f '{{.Version}}' "$module")
 	if [[ -n "$want" && "$want" != "$version" ]]; then
-		log "hack/e2e/$name builds $module $version, but $want was asked for: update hack/e2e/$name/go.mod"
+		log "hack/e2e/$dir builds $module $version, but $want was asked for: update hack/e2e/$dir/go.mod"
 		return 1
 	fi
-	build_cached "$here/e2e/$name" "$package" "$cache/$name-$version/$name" -trimpath -ldflags "-s -w"
+	build_cached "$here/e2e/$dir" "$package" "$cache/$name-$version/$name" -trimpath -ldflags "-s -w"
 }
 
-mpi=$(build mpi-operator github.com/kubeflow/mpi-operator \
+mpi=$(build mpi-operator mpi-operator github.com/kubeflow/mpi-operator \
 	github.com/kubeflow/mpi-operator/cmd/mpi-operator "${MPI_OPERATOR_VERSION:-}")
-training=$(build training-operator github.com/kubeflow/training-operator \
+training=$(build training-operator training-operator github.com/kubeflow/training-operator \
 	github.com/kubeflow/training-operator/cmd/training-operator.v1 "${TRAINING_OPERATOR_VERSION:-}")
+training19=$(build training-operator training-operator-v1.9 github.com/kubeflow/training-operator \
+	github.com/kubeflow/training-operator/cmd/training-operator.v1 "${TRAINING_OPERATOR_V1_9_VERSION:-}")
 echo "MPI_OPERATOR_BIN=$mpi"
 echo "TRAINING_OPERATOR_BIN=$training"
+echo "TRAINING_OPERATOR_V1_9_BIN=$training19"

@@ -6,6 +6,9 @@
 #   hack/flyte-testdata.sh generate DIR   rewrite DIR/v1 and DIR/v2beta1
 #   hack/flyte-testdata.sh check DIR      generate into a temporary directory and
 #                                         fail, with a diff, when DIR differs
+#   hack/flyte-testdata.sh binary         print FLYTE_TESTDATA_BIN=<path of the
+#                                         generator>, for test/e2e/flyte, which runs
+#                                         its launch subcommand
 #
 # The generator is built once per content of hack/flyte-testdata (go.mod,
 # go.sum, *.go) and Go version, and cached in $FLYTE_TESTDATA_CACHE (default
@@ -23,7 +26,7 @@ log() { echo "flyte-testdata: $*" >&2; }
 source "$here/build-cached.sh"
 
 usage() {
-	log "usage: $0 generate|check DIR"
+	log "usage: $0 generate|check DIR, or $0 binary"
 	exit 2
 }
 
@@ -39,6 +42,10 @@ generator() {
 	build_cached "$module" . "$cache/$key/flyte-testdata"
 }
 
+if [[ $# -eq 1 && $1 == binary ]]; then
+	echo "FLYTE_TESTDATA_BIN=$(generator)"
+	exit 0
+fi
 [[ $# -eq 2 ]] || usage
 mode=$1 target=$2
 bin=$(generator)

@@ -176,7 +176,8 @@ func TestPreviewDeniesAsTheServerWould(t *testing.T) {
 	if stdout.Len() != 0 {
 		t.Errorf("a denied job was printed:\n%s", &stdout)
 	}
-	want := "denied: mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings\n"
+	want := "denied:    422 Invalid: mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings\n" +
+		"field:     metadata.annotations[mpi.flyte.org/task-custom]\n"
 	if !strings.HasSuffix(stderr.String(), want) {
 		t.Errorf("stderr %q does not end with %q", &stderr, want)
 	}

@@ -59,7 +59,14 @@ func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	resp := admit(handler, object, gvk)
 	printDecision(stderr, decision, resp.Warnings)
 	if !resp.Allowed {
-		fmt.Fprintln(stderr, "denied:", resp.Result.Message)
+		// As the API server answers the create: code, reason and message,
+		// then the field each cause names.
+		fmt.Fprintf(stderr, "denied:    %d %s: %s\n", resp.Result.Code, resp.Result.Reason, resp.Result.Message)
+		if resp.Result.Details != nil {
+			for _, cause := range resp.Result.Details.Causes {
+				fmt.Fprintln(stderr, "field:    ", cause.Field)
+			}
+		}
 		return errDenied
 	}
 	if len(resp.Patch) > 0 {

@@ -61,6 +61,8 @@ const (
 type execution struct {
 	Labels      map[string]string
 	Annotations map[string]string
+	// Namespace is where the task runs; empty for flyteadmin's default, namespace.
+	Namespace string
 }
 
 // buildMPIJob runs Flyte's backend on one task: flytepropeller compiles a
@@ -68,37 +70,12 @@ type execution struct {
 // flytepropeller's k8s PluginManager drives flyteplugins' mpi plugin to
 // create the MPIJob in a fake Kubernetes client, from which it is read back.
 func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec execution) (*kubeflowv1.MPIJob, error) {
-	wf, err := buildFlyteWorkflow(tmpl, exec)
+	scheme, err := newScheme()
 	if err != nil {
 		return nil, err
-	}
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("registering client-go types: %w", err)
-	}
-	if err := kubeflowv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("registering kubeflow.org/v1 types: %w", err)
 	}
 	kubeClient := fake.NewClientBuilder().WithScheme(scheme).Build()
-
-	entry, err := mpiPluginEntry()
-	if err != nil {
-		return nil, err
-	}
-	// No clientset: the plugin manager uses one only to watch events, which
-	// flyteplugins' default configuration (SendObjectEvents) turns off.
-	manager, err := taskk8s.NewPluginManager(ctx, setupContext{client: kubeClient}, entry,
-		taskk8s.NewResourceMonitorIndex(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("creating flytepropeller's k8s plugin manager for %q: %w", entry.ID, err)
-	}
-
-	tCtx, err := newTaskExecutionContext(ctx, wf)
-	if err != nil {
-		return nil, err
-	}
-	transition, err := manager.Handle(ctx, tCtx)
+	transition, err := launch(ctx, kubeClient, tmpl, exec)
 	if err != nil {
 		return nil, fmt.Errorf("plugin manager Handle for task %q: %w", tmpl.GetId().GetName(), err)
 	}
@@ -119,6 +96,48 @@ func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec execution) (
 	job.ResourceVersion = ""
 	job.TypeMeta = metav1.TypeMeta{APIVersion: kubeflowv1.SchemeGroupVersion.String(), Kind: kubeflowv1.MPIJobKind}
 	return job, nil
+}
+
+// newScheme returns the types the plugin manager's client serves: client-go's
+// and kubeflow.org/v1.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering client-go types: %w", err)
+	}
+	if err := kubeflowv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering kubeflow.org/v1 types: %w", err)
+	}
+	return scheme, nil
+}
+
+// launch runs the first round of Flyte's backend on one task, as
+// flytepropeller runs a new task node: it builds the FlyteWorkflow, and
+// flytepropeller's k8s PluginManager, with flyteplugins' mpi plugin and
+// kubeClient, handles the task's first attempt, which creates its MPIJob.
+// It returns what Handle returns: the transition Flyte reports, or the
+// error that flytepropeller takes for a system error.
+func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTemplate, exec execution) (pluginscore.Transition, error) {
+	wf, err := buildFlyteWorkflow(tmpl, exec)
+	if err != nil {
+		return pluginscore.Transition{}, err
+	}
+	entry, err := mpiPluginEntry()
+	if err != nil {
+		return pluginscore.Transition{}, err
+	}
+	// No clientset: the plugin manager uses one only to watch events, which
+	// flyteplugins' default configuration (SendObjectEvents) turns off.
+	manager, err := taskk8s.NewPluginManager(ctx, setupContext{client: kubeClient}, entry,
+		taskk8s.NewResourceMonitorIndex(), nil)
+	if err != nil {
+		return pluginscore.Transition{}, fmt.Errorf("creating flytepropeller's k8s plugin manager for %q: %w", entry.ID, err)
+	}
+	tCtx, err := newTaskExecutionContext(ctx, wf)
+	if err != nil {
+		return pluginscore.Transition{}, err
+	}
+	return manager.Handle(ctx, tCtx)
 }
 
 // mpiPluginEntry returns the k8s plugin that flyteplugins' mpi package
@@ -167,7 +186,11 @@ func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec execution) (*v1alpha1.Flyt
 		return nil, fmt.Errorf("compiling workflow around task %q: %w", tmpl.GetId().GetName(), err)
 	}
 	execID := &core.WorkflowExecutionIdentifier{Project: project, Domain: domain, Name: executionName}
-	wf, err := wfbuilder.BuildFlyteWorkflow(closure, &core.LiteralMap{}, execID, namespace)
+	ns := namespace
+	if exec.Namespace != "" {
+		ns = exec.Namespace
+	}
+	wf, err := wfbuilder.BuildFlyteWorkflow(closure, &core.LiteralMap{}, execID, ns)
 	if err != nil {
 		return nil, fmt.Errorf("building the FlyteWorkflow for task %q: %w", tmpl.GetId().GetName(), err)
 	}

@@ -4,7 +4,9 @@
 // through flytepropeller's k8s PluginManager with flyteplugins' mpi plugin,
 // which create the kubeflow.org/v1 MPIJob in a fake Kubernetes client. Each
 // job is written to <out>/v1/<case>.yaml and, derived from it, to
-// <out>/v2beta1/<case>.yaml. See README.md.
+// <out>/v2beta1/<case>.yaml. The launch subcommand runs the same backend on
+// one case with a real client to an API server instead, and prints what
+// Flyte reports (test/e2e/flyte). See README.md.
 package main
 
 import (
@@ -27,6 +29,17 @@ import (
 const flyteVersion = "v1.16.8"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "launch" {
+		if err := setUpFlyte(); err != nil {
+			fmt.Fprintf(os.Stderr, "flyte-testdata launch: %v\n", err)
+			os.Exit(1)
+		}
+		if err := runLaunch(context.Background(), os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "flyte-testdata launch: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	out := flag.String("out", "testdata/flyte", "directory to write v1/ and v2beta1/ into")
 	flag.Parse()
 	if err := run(context.Background(), *out); err != nil {
@@ -35,7 +48,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, out string) error {
+// setUpFlyte does what flytepropeller does at start-up before it runs a
+// plugin manager.
+func setUpFlyte() error {
 	// Flyte's components log every launch at info level; keep warnings only.
 	if err := logger.SetConfig(&logger.Config{Level: logger.WarnLevel}); err != nil {
 		return fmt.Errorf("configuring Flyte's logger: %w", err)
@@ -43,6 +58,13 @@ func run(ctx context.Context, out string) error {
 	// flytepropeller's default metric keys, which it sets at start-up before
 	// any plugin manager registers its labeled metrics.
 	labeled.SetMetricKeys(contextutils.ProjectKey, contextutils.DomainKey, contextutils.WorkflowIDKey, contextutils.TaskIDKey)
+	return nil
+}
+
+func run(ctx context.Context, out string) error {
+	if err := setUpFlyte(); err != nil {
+		return err
+	}
 	all, err := cases()
 	if err != nil {
 		return err

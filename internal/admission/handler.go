@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/go-logr/logr"
@@ -45,15 +46,15 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		h.Observe(d)
 	}
 	logDecision(logf.FromContext(ctx), d, req.DryRun)
-	return Respond(d)
+	return respond(d, &req.AdmissionRequest)
 }
 
-// Respond is the admission response that carries decision d.
-func Respond(d mutate.Decision) admission.Response {
+// respond is the answer to req that carries decision d.
+func respond(d mutate.Decision, req *admissionv1.AdmissionRequest) admission.Response {
 	resp := admission.Allowed("")
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
-		resp = denyInvalid(d.Err)
+		resp = denyInvalid(d.Err, req)
 	case mutate.OutcomeMalformed:
 		resp = admission.Errored(http.StatusBadRequest, d.Err)
 		resp.Result.Reason = metav1.StatusReasonBadRequest
@@ -70,16 +71,18 @@ func Respond(d mutate.Decision) admission.Response {
 }
 
 // denyInvalid refuses a job whose annotation is invalid as the API server
-// refuses an invalid object, 422 Invalid with the annotation as the field:
+// refuses an invalid object (apierrors.NewInvalid): 422 Invalid, the job,
+// and the annotation's path as the field, which kubectl prints.
 // flytepropeller fails a task whose create is refused so at once
 // (BadTaskFormat), where a 403 would be retried as a user error that every
 // retry meets again.
-func denyInvalid(err error) admission.Response {
+func denyInvalid(err error, req *admissionv1.AdmissionRequest) admission.Response {
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity,
 		Reason: metav1.StatusReasonInvalid, Message: err.Error()}
-	if annotationErr, ok := err.(*mutate.AnnotationError); ok {
-		status.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{
-			Type: metav1.CauseTypeFieldValueInvalid, Field: annotationErr.Field(), Message: annotationErr.Err.Error()}}}
+	if annotationErr, ok := errors.AsType[*mutate.AnnotationError](err); ok {
+		status.Details = &metav1.StatusDetails{Group: req.Kind.Group, Kind: req.Kind.Kind, Name: req.Name,
+			Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: annotationErr.Field(),
+				Message: mutate.Truncate(annotationErr.Err.Error())}}}
 	}
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: status}}
 }

@@ -15,6 +15,7 @@ import (
 	kubeflowv2beta1 "github.com/kubeflow/mpi-operator/pkg/apis/kubeflow/v2beta1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
@@ -237,6 +238,60 @@ func TestAdmitFlyteBuiltJobs(t *testing.T) {
 				}
 				if again := admit(t, newHandler(), reviewOf(t, version, "CREATE", patched)); len(again.Patch) > 0 {
 					t.Errorf("reinvocation patched again: %s", again.Patch)
+				}
+			})
+		}
+	}
+}
+
+// annotateWorker sets an annotation on the Worker's pod template.
+func annotateWorker(key string, value any) func(map[string]any) {
+	return func(job map[string]any) {
+		worker := job["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any)["Worker"].(map[string]any)
+		template := worker["template"].(map[string]any)
+		if template["metadata"] == nil {
+			template["metadata"] = map[string]any{}
+		}
+		annotate(key, value)(template)
+	}
+}
+
+// TestDenyInvalidAnnotation checks the denial of an invalid annotation: 422
+// Invalid, which flytepropeller fails at once as BadTaskFormat rather than
+// retrying, with the annotation as the cause's field where Decide read it.
+func TestDenyInvalidAnnotation(t *testing.T) {
+	const message = "invalid JSON: unexpected end of JSON input"
+	workerPath := "spec.mpiReplicaSpecs.Worker.template.metadata.annotations[mpi.flyte.org/task-custom]"
+	cases := []struct {
+		name  string
+		edits []func(map[string]any)
+		field string
+	}{
+		{"on the MPIJob", []func(map[string]any){annotate(mutate.AnnotationTaskCustom, "{")},
+			"metadata.annotations[mpi.flyte.org/task-custom]"},
+		{"on the Worker's pod template", []func(map[string]any){annotateWorker(mutate.AnnotationTaskCustom, "{")}, workerPath},
+		{"on both: the MPIJob's is read", []func(map[string]any){
+			annotate(mutate.AnnotationTaskCustom, "{"), annotateWorker(mutate.AnnotationTaskCustom, flytekitCustom),
+		}, "metadata.annotations[mpi.flyte.org/task-custom]"},
+	}
+	for _, version := range []string{"v1", "v2beta1"} {
+		for _, tc := range cases {
+			t.Run(version+"/"+tc.name, func(t *testing.T) {
+				resp := admit(t, newHandler(), reviewOf(t, version, "CREATE", flyteObject(t, version, flyteJobName, tc.edits...)))
+				want := &metav1.Status{
+					Status:  metav1.StatusFailure,
+					Code:    http.StatusUnprocessableEntity,
+					Reason:  metav1.StatusReasonInvalid,
+					Message: "mpi.flyte.org/task-custom: " + message,
+					Details: &metav1.StatusDetails{Group: "kubeflow.org", Kind: "MPIJob", Name: "f3a1b2c4d5e6g7h8i9j0-n0-0", Causes: []metav1.StatusCause{{
+						Type: metav1.CauseTypeFieldValueInvalid, Field: tc.field, Message: message,
+					}}},
+				}
+				if resp.Allowed || len(resp.Patch) > 0 {
+					t.Errorf("allowed %t with patch %s; want a denial", resp.Allowed, resp.Patch)
+				}
+				if diff := cmp.Diff(want, resp.Result); diff != "" {
+					t.Errorf("result (-want +got):\n%s", diff)
 				}
 			})
 		}

@@ -201,7 +201,7 @@ func describeAnswer(t *testing.T, rec *httptest.ResponseRecorder) (answer, messa
 	resp := rev.Response
 	switch {
 	case !resp.Allowed:
-		answer, message = fmt.Sprintf("denied, %d", resp.Result.Code), resp.Result.Message
+		answer, message = fmt.Sprintf("denied, %d %s", resp.Result.Code, resp.Result.Reason), resp.Result.Message
 	case len(resp.Patch) > 0:
 		var ops []map[string]any
 		if err := json.Unmarshal(resp.Patch, &ops); err != nil {

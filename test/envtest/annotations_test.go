@@ -57,15 +57,39 @@ func describeAnnotations(s *spec) bool {
 			expectUnchanged(s.create(ctx, job), job)
 		})
 
-		It("rejects a malformed annotation, naming it, and stores nothing", func(ctx SpecContext) {
-			job := undeclared().Annotation(mutate.AnnotationTaskCustom, `{"workerReplicas":{"command":"sshd"}}`).Obj()
-			err := s.env.Client.Create(ctx, job)
-			Expect(err).To(MatchError(And(
-				ContainSubstring("denied the request"),
-				ContainSubstring("mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings"),
-			)))
-			s.expectNoJobs(ctx, job)
-		})
+		// 422 Invalid, which flytepropeller fails at once (BadTaskFormat); the
+		// API server passes the webhook's code, reason and causes through.
+		DescribeTable("rejects a malformed annotation as Invalid, naming it, and stores nothing",
+			func(ctx SpecContext, onWorker bool, field string) {
+				b := undeclared()
+				if onWorker {
+					b.WorkerAnnotation(mutate.AnnotationTaskCustom, `{"workerReplicas":{"command":"sshd"}}`)
+				} else {
+					b.Annotation(mutate.AnnotationTaskCustom, `{"workerReplicas":{"command":"sshd"}}`)
+				}
+				job := b.Obj()
+				err := s.env.Client.Create(ctx, job)
+				Expect(err).To(MatchError(And(
+					ContainSubstring("denied the request"),
+					ContainSubstring("mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings"),
+				)))
+				Expect(apierrors.IsInvalid(err)).To(BeTrue(), "not Invalid: %#v", err)
+				status, ok := err.(apierrors.APIStatus)
+				Expect(ok).To(BeTrue(), "not an API status: %#v", err)
+				Expect(status.Status().Code).To(BeEquivalentTo(422))
+				Expect(status.Status().Details).To(And(
+					HaveField("Kind", "MPIJob"),
+					HaveField("Causes", HaveExactElements(metav1.StatusCause{
+						Type: metav1.CauseTypeFieldValueInvalid, Field: field,
+						Message: "workerReplicas.command: expected a list of strings",
+					})),
+				))
+				s.expectNoJobs(ctx, job)
+			},
+			Entry("on the MPIJob", false, "metadata.annotations[mpi.flyte.org/task-custom]"),
+			Entry("on the Worker's pod template", true,
+				"spec.mpiReplicaSpecs.Worker.template.metadata.annotations[mpi.flyte.org/task-custom]"),
+		)
 
 		It("with --on-invalid=warn, stores a malformed job unchanged and warns the client", func(ctx SpecContext) {
 			c, warnings, err := s.env.WarningClient()

@@ -1,6 +1,8 @@
 // Package trainingoperator_test runs training-operator's controller, with
 // only its MPIJob scheme (kubeflow.org/v1), against an API server with the
-// webhook, and checks the Pods it creates for the jobs Flyte creates.
+// webhook, and checks the Pods it creates for the jobs Flyte creates. make
+// test-e2e runs it once per release, v1.8 and v1.9, each with its own CRD:
+// $TRAINING_OPERATOR_BIN and $TRAINING_OPERATOR_VERSION say which.
 package trainingoperator_test
 
 import (
@@ -27,8 +29,11 @@ import (
 
 func TestTrainingOperator(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "e2e training-operator kubeflow.org/v1")
+	RunSpecs(t, "e2e training-operator "+version+" kubeflow.org/v1")
 }
+
+// version is the release of the controller under test, as the Makefile sets it.
+var version = os.Getenv("TRAINING_OPERATOR_VERSION")
 
 // InjectAsArgsLabel sends a Flyte MPIJob to a webhook server that runs with
 // --inject-as=args, Flyte's old behaviour; every other job goes to the
@@ -39,16 +44,18 @@ const InjectAsArgsLabel = "test.mpi.flyte.org/inject-as-args"
 // which holds the Secret for its webhook certificate.
 const operatorNamespace = "training-operator"
 
-// Where training-operator v1.8.1 keeps its webhook certificate: the Secret it
-// fills at start, and the directory, a constant in its code, where a kubelet
-// would mount that Secret. It waits for the files before it starts its controllers.
+// Where training-operator v1.8.1 and v1.9.4 keep their webhook certificate
+// (pkg/cert, open-policy-agent's cert-controller): the Secret each fills at
+// start, and the directory, a constant in their code, where a kubelet would
+// mount that Secret. Each waits for the files before it starts its
+// controllers, and neither needs its ValidatingWebhookConfiguration to exist.
 const (
 	certSecret = "training-operator-webhook-cert"
 	certDir    = "/tmp/k8s-webhook-server/serving-certs"
 )
 
-// What training-operator v1.8.1 (pkg/controller.v1/mpi) gives the first
-// container of a replica, the one it treats as the MPI container.
+// What training-operator v1.8.1 and v1.9.4 (pkg/controller.v1/mpi) give the
+// first container of a replica, the one they treat as the MPI container.
 var (
 	// sleep and sleepArgs are what a worker runs whose first container has no command.
 	sleep, sleepArgs = []string{"sleep"}, []string{"365d"}
@@ -71,6 +78,7 @@ var (
 var cluster = &operator.Cluster{}
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	Expect(version).NotTo(BeEmpty(), "TRAINING_OPERATOR_VERSION is not set: run the suite with `make test-e2e`")
 	binary, err := operator.Binary("TRAINING_OPERATOR_BIN")
 	Expect(err).NotTo(HaveOccurred())
 	cluster.Env, err = framework.Start(ctx, "v1")
@@ -112,7 +120,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 var _ = AfterSuite(cluster.Stop)
 
-var _ = Describe("training-operator v1.8.1", func() {
+var _ = Describe("training-operator "+version, func() {
 	var namespace string
 
 	BeforeEach(func(ctx SpecContext) {

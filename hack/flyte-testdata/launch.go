@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
+	stderrors "github.com/flyteorg/flyte/flytestdlib/errors"
+)
+
+// launchResult is what Flyte makes of one task's first attempt: the phase
+// the plugin manager reports, with its reason and execution error, or the
+// error Handle returned, which flytepropeller records as a system error of
+// the workflow and retries the round on.
+type launchResult struct {
+	// Phase is the transition's phase (pluginmachinery/core.Phase), e.g. Queued, PermanentFailure.
+	Phase string `json:"phase,omitempty"`
+	// Reason is the phase's reason.
+	Reason string `json:"reason,omitempty"`
+	// Error is the phase's execution error, which the user sees in the execution.
+	Error *executionError `json:"error,omitempty"`
+	// HandleError is the error Handle returned, when it returned one.
+	HandleError *handleError `json:"handleError,omitempty"`
+}
+
+// executionError is a flyteidl core.ExecutionError.
+type executionError struct {
+	Code    string `json:"code"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// handleError is an error Handle returned: its flytestdlib error code, if
+// any, and its message.
+type handleError struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+}
+
+// keyValues is a repeatable KEY=VALUE flag.
+type keyValues map[string]string
+
+func (kv keyValues) String() string { return fmt.Sprint(map[string]string(kv)) }
+
+func (kv keyValues) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", s)
+	}
+	kv[k] = v
+	return nil
+}
+
+// runLaunch is the launch subcommand: it runs Flyte's backend on one case's
+// task with a real client to the API server of -kubeconfig, so that the
+// MPIJob goes through whatever admission that API server runs, and prints
+// what Flyte reports as JSON (launchResult) on out.
+func runLaunch(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the API server to create the MPIJob in")
+	ns := fs.String("namespace", "", "namespace to run the task in (default: flyteadmin's "+namespace+")")
+	name := fs.String("case", "", "the case of cases.go whose task to run")
+	taskAnnotations, labels := keyValues{}, keyValues{}
+	fs.Var(taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
+	fs.Var(labels, "execution-label", "KEY=VALUE to add to the execution's labels; repeatable")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *kubeconfig == "" || *name == "" {
+		return fmt.Errorf("launch needs -kubeconfig and -case")
+	}
+	all, err := cases()
+	if err != nil {
+		return err
+	}
+	var c *testCase
+	for i := range all {
+		if all[i].Name == *name {
+			c = &all[i]
+		}
+	}
+	if c == nil {
+		return fmt.Errorf("no case %q in cases.go", *name)
+	}
+	addTaskAnnotations(c.Task, taskAnnotations)
+	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), labels)
+	c.Execution.Namespace = *ns
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", *kubeconfig, err)
+	}
+	scheme, err := newScheme()
+	if err != nil {
+		return err
+	}
+	kubeClient, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("a client for %s: %w", cfg.Host, err)
+	}
+
+	var result launchResult
+	transition, err := launch(ctx, kubeClient, c.Task, c.Execution)
+	if err != nil {
+		code, _ := stderrors.GetErrorCode(err)
+		result.HandleError = &handleError{Code: code, Message: err.Error()}
+	} else {
+		info := transition.Info()
+		result.Phase, result.Reason = info.Phase().String(), info.Reason()
+		if e := info.Err(); e != nil {
+			result.Error = &executionError{Code: e.GetCode(), Kind: e.GetKind().String(), Message: e.GetMessage()}
+		}
+	}
+	return json.NewEncoder(out).Encode(result)
+}
+
+// addTaskAnnotations adds annotations to the task's metadata, where flytekit
+// writes @task(annotations=...).
+func addTaskAnnotations(tmpl *core.TaskTemplate, annotations map[string]string) {
+	if len(annotations) == 0 {
+		return
+	}
+	if tmpl.Metadata.Metadata == nil {
+		tmpl.Metadata.Metadata = &core.K8SObjectMetadata{}
+	}
+	tmpl.Metadata.Metadata.Annotations = mergeInto(maps.Clone(tmpl.Metadata.Metadata.Annotations), annotations)
+}
