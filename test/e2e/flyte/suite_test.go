@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
@@ -117,14 +118,12 @@ func expectedJob(name, namespace string, opts mutate.Options) *unstructured.Unst
 	Expect(err).NotTo(HaveOccurred())
 	job.SetNamespace(namespace)
 	object := fixtures.MustJSON(job)
-	out, err := admission.NewHandler(opts).Admit(context.Background(),
-		fixtures.Review(object, fixtures.MPIJob("v1"), admissionv1.Create))
-	Expect(err).NotTo(HaveOccurred())
 	var review admissionv1.AdmissionReview
-	Expect(json.Unmarshal(out, &review)).To(Succeed())
-	Expect(review.Response.Allowed).To(BeTrue(), "the webhook denies testdata's %s: %v", name, review.Response.Result)
-	if len(review.Response.Patch) > 0 {
-		patch, err := jsonpatch.DecodePatch(review.Response.Patch)
+	Expect(json.Unmarshal(fixtures.Review(object, fixtures.MPIJob("v1"), admissionv1.Create), &review)).To(Succeed())
+	resp := (&admission.Handler{Options: opts}).Handle(context.Background(), ctrladmission.Request{AdmissionRequest: *review.Request})
+	Expect(resp.Allowed).To(BeTrue(), "the webhook denies testdata's %s: %v", name, resp.Result)
+	if len(resp.Patch) > 0 {
+		patch, err := jsonpatch.DecodePatch(resp.Patch)
 		Expect(err).NotTo(HaveOccurred())
 		object, err = patch.Apply(object)
 		Expect(err).NotTo(HaveOccurred())
