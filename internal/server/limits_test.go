@@ -240,50 +240,39 @@ func TestLimitSlowBodies(t *testing.T) {
 	waitUntil(t, l, "no request is counted", idle)
 }
 
-// TestLimitLargeBodyWaitsUntilItsDeadline checks that a large body that
-// finds no room waits, and is answered 408 once its deadline passes.
-func TestLimitLargeBodyWaitsUntilItsDeadline(t *testing.T) {
-	l := newLimiter()
-	l.maxBytes, l.reserve, l.smallBytes, l.wait = 64<<10, 16<<10, 8<<10, 100*time.Millisecond
-	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
-	srv := httptest.NewServer(l.limit(h))
-	t.Cleanup(srv.Close)
-
-	// A large body, complete and being answered, holds the room for large bodies.
-	first := make(chan answer, 1)
-	go func() { first <- send(srv.URL, bytes.NewReader(make([]byte, 40<<10)), 40<<10) }()
-	<-h.entered
-	if diff := cmp.Diff(answer{Status: 408, Body: errTooSlow.Error()},
-		send(srv.URL, bytes.NewReader(make([]byte, 16<<10)), 16<<10)); diff != "" {
-		t.Errorf("a large body with no room (-want +got):\n%s", diff)
+// TestLimitNoRoomWhileAnswering fills the room with a body being answered,
+// and checks what a body that finds none gets: a large one waits and is
+// answered 408 once its deadline passes; a small one, with no body
+// arriving to cut, is refused at once.
+func TestLimitNoRoomWhileAnswering(t *testing.T) {
+	for _, tt := range []struct {
+		name                       string
+		held, sent                 int
+		maxBytes, reserve, smallAt int64
+		want                       answer
+	}{
+		{"a large body", 40 << 10, 16 << 10, 64 << 10, 16 << 10, 8 << 10, answer{Status: 408, Body: errTooSlow.Error()}},
+		{"a small body", 12 << 10, 8 << 10, 16 << 10, 0, 16 << 10, answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLimiter()
+			l.maxBytes, l.reserve, l.smallBytes, l.wait = tt.maxBytes, tt.reserve, tt.smallAt, 100*time.Millisecond
+			h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
+			srv := httptest.NewServer(l.limit(h))
+			t.Cleanup(srv.Close)
+			answered := make(chan answer, 1)
+			go func() { answered <- send(srv.URL, bytes.NewReader(make([]byte, tt.held)), int64(tt.held)) }()
+			<-h.entered
+			if diff := cmp.Diff(tt.want, send(srv.URL, bytes.NewReader(make([]byte, tt.sent)), int64(tt.sent))); diff != "" {
+				t.Errorf("a body with no room (-want +got):\n%s", diff)
+			}
+			close(h.gate)
+			if got := <-answered; got.Status != 200 {
+				t.Errorf("the body being answered: %+v, want 200", got)
+			}
+			waitUntil(t, l, "no request is counted", idle)
+		})
 	}
-	close(h.gate)
-	if got := <-first; got.Status != 200 {
-		t.Errorf("the large body in flight: %+v, want 200", got)
-	}
-	waitUntil(t, l, "no request is counted", idle)
-}
-
-// TestLimitSmallBodyRefusedWhenNothingArrives checks that a small body short
-// of room, when every body holding room is being answered, is refused.
-func TestLimitSmallBodyRefusedWhenNothingArrives(t *testing.T) {
-	l := newLimiter()
-	l.maxBytes, l.reserve, l.smallBytes = 16<<10, 0, 16<<10
-	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
-	srv := httptest.NewServer(l.limit(h))
-	t.Cleanup(srv.Close)
-	first := make(chan answer, 1)
-	go func() { first <- send(srv.URL, bytes.NewReader(make([]byte, 12<<10)), 12<<10) }()
-	<-h.entered
-	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()},
-		send(srv.URL, bytes.NewReader(make([]byte, 8<<10)), 8<<10)); diff != "" {
-		t.Errorf("a small body with no room and nothing to cut (-want +got):\n%s", diff)
-	}
-	close(h.gate)
-	if got := <-first; got.Status != 200 {
-		t.Errorf("the body being answered: %+v, want 200", got)
-	}
-	waitUntil(t, l, "no request is counted", idle)
 }
 
 // pastEOFHandler reads the body to its end, then again, as a decoder that
