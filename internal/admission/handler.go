@@ -1,4 +1,4 @@
-// Package admission serves mutate.DecideRequest as a Kubernetes mutating
+// Package admission serves mutate.Decider as a Kubernetes mutating
 // admission webhook: controller-runtime's admission.Webhook reads the
 // AdmissionReview, recovers a panic and puts a logger in the request's
 // context; Handler turns the decision into the answer, a JSON patch or a
@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -27,10 +28,13 @@ const Path = "/mutate-mpijob"
 
 // Handler decides on each review with Options.
 type Handler struct {
-	// Options are the decision's settings.
+	// Options are the decision's settings, read at the first review.
 	Options mutate.Options
 	// Observe, when set, is called with the decision on every review answered, for metrics.
 	Observe func(mutate.Decision)
+
+	decider     *mutate.Decider
+	deciderOnce sync.Once
 }
 
 // Webhook serves h behind controller-runtime's admission.Webhook, with a
@@ -41,7 +45,8 @@ func (h *Handler) Webhook() *admission.Webhook {
 
 // Handle answers one admission request.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	d := mutate.DecideRequest(&req.AdmissionRequest, h.Options)
+	h.deciderOnce.Do(func() { h.decider = mutate.NewDecider(h.Options) })
+	d := h.decider.Decide(&req.AdmissionRequest)
 	if h.Observe != nil {
 		h.Observe(d)
 	}

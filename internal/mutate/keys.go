@@ -16,18 +16,15 @@ import (
 // annotation and container is skipped without being allocated, so that a
 // review costs about what its bytes do, whatever they hold.
 func DecodeJob(raw []byte, selector labels.Selector) (*Job, error) {
+	return decodeJob(raw, labelDecoder(selector))
+}
+
+func decodeJob(raw []byte, labelsRead keyDecoder) (*Job, error) {
 	var job Job
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &job); err != nil {
 		return nil, err
 	}
-	requirements, _ := selector.Requirements()
-	var keys []string
-	for _, r := range requirements {
-		if !slices.Contains(keys, r.Key()) {
-			keys = append(keys, r.Key())
-		}
-	}
-	selected, err := decodeKeys(raw, keys, "metadata", "labels")
+	selected, err := labelsRead.decode(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -35,30 +32,53 @@ func DecodeJob(raw []byte, selector labels.Selector) (*Job, error) {
 	return &job, nil
 }
 
-// decodeKeys returns the string values of keys in the JSON object at path
-// in raw. It decodes raw into a struct type made for keys, which skips every
-// other member of the object unread; a map would hold them all.
-func decodeKeys(raw []byte, keys []string, path ...string) (map[string]string, error) {
+// labelDecoder decodes an MPIJob's labels that selector reads.
+func labelDecoder(selector labels.Selector) keyDecoder {
+	requirements, _ := selector.Requirements()
+	var keys []string
+	for _, r := range requirements {
+		if !slices.Contains(keys, r.Key()) {
+			keys = append(keys, r.Key())
+		}
+	}
+	return newKeyDecoder(keys, "metadata", "labels")
+}
+
+// keyDecoder decodes the string values of keys in the JSON object at a path:
+// into a struct type made for those keys, which skips every other member of
+// the object unread, where a map would hold them all.
+type keyDecoder struct {
+	keys  []string
+	typ   reflect.Type
+	depth int
+}
+
+func newKeyDecoder(keys []string, path ...string) keyDecoder {
 	fields := make([]reflect.StructField, len(keys))
 	for i, key := range keys {
 		// Label keys and this webhook's annotation keys hold no quote or comma, which a tag cannot.
 		fields[i] = reflect.StructField{Name: "K" + strconv.Itoa(i), Type: reflect.TypeFor[*string](),
 			Tag: reflect.StructTag(`json:"` + key + `"`)}
 	}
-	object := reflect.StructOf(fields)
+	typ := reflect.StructOf(fields)
 	for _, name := range slices.Backward(path) {
-		object = reflect.StructOf([]reflect.StructField{{Name: "K", Type: object, Tag: reflect.StructTag(`json:"` + name + `"`)}})
+		typ = reflect.StructOf([]reflect.StructField{{Name: "K", Type: typ, Tag: reflect.StructTag(`json:"` + name + `"`)}})
 	}
-	decoded := reflect.New(object)
+	return keyDecoder{keys: keys, typ: typ, depth: len(path)}
+}
+
+// decode returns the keys' values found in raw.
+func (d keyDecoder) decode(raw []byte) (map[string]string, error) {
+	decoded := reflect.New(d.typ)
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, decoded.Interface()); err != nil {
 		return nil, err
 	}
 	values := decoded.Elem()
-	for range path {
+	for range d.depth {
 		values = values.Field(0)
 	}
 	found := map[string]string{}
-	for i, key := range keys {
+	for i, key := range d.keys {
 		if value := values.Field(i).Interface().(*string); value != nil {
 			found[key] = *value
 		}
@@ -66,8 +86,9 @@ func decodeKeys(raw []byte, keys []string, path ...string) (map[string]string, e
 	return found, nil
 }
 
-// annotationKeys are the annotations Decide reads.
-var annotationKeys = []string{AnnotationTaskCustom, AnnotationTaskTypeVersion, AnnotationWorkerSpecCommand, AnnotationWorkerCommandSource}
+// annotations decodes the annotations Decide reads, made once: reflect.StructOf costs more than a decode.
+var annotations = newKeyDecoder([]string{AnnotationTaskCustom, AnnotationTaskTypeVersion,
+	AnnotationWorkerSpecCommand, AnnotationWorkerCommandSource})
 
 // Annotations are an object's or a pod template's annotations, as far as
 // Decide reads them: this webhook's keys. A present annotations object is
@@ -80,7 +101,7 @@ func (a *Annotations) UnmarshalJSON(data []byte) error {
 		*a = nil
 		return nil
 	}
-	found, err := decodeKeys(data, annotationKeys)
+	found, err := annotations.decode(data)
 	*a = found
 	return err
 }

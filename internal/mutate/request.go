@@ -23,10 +23,22 @@ var MPIJobVersions = []string{"v1", "v2beta1"}
 // object is refused as a bad request, and no decision is made on it.
 const OutcomeMalformed Outcome = "malformed"
 
-// DecideRequest decides on an admission request: the creation of an MPIJob
-// is decoded and given to Decide; every other request, and any request for a
+// Decider decides on admission requests with its Options. NewDecider makes
+// once what decoding with them takes.
+type Decider struct {
+	opts   Options
+	labels keyDecoder
+}
+
+// NewDecider returns the Decider of opts.
+func NewDecider(opts Options) *Decider {
+	return &Decider{opts: opts, labels: labelDecoder(opts.FlyteTaskSelector)}
+}
+
+// Decide decides on an admission request: the creation of an MPIJob is
+// decoded and given to Decide; every other request, and any request for a
 // subresource, is allowed unchanged.
-func DecideRequest(req *admissionv1.AdmissionRequest, opts Options) Decision {
+func (d *Decider) Decide(req *admissionv1.AdmissionRequest) Decision {
 	skip := Decision{Outcome: OutcomeSkippedNotFlyte, Container: -1}
 	switch {
 	case req.Kind.Group != MPIJobGroup || req.Kind.Kind != MPIJobKind || !slices.Contains(MPIJobVersions, req.Kind.Version):
@@ -39,7 +51,7 @@ func DecideRequest(req *admissionv1.AdmissionRequest, opts Options) Decision {
 	if len(req.Object.Raw) == 0 {
 		return malformed(fmt.Errorf("the AdmissionReview's request has no object to create"))
 	}
-	job, err := DecodeJob(req.Object.Raw, opts.FlyteTaskSelector)
+	job, err := decodeJob(req.Object.Raw, d.labels)
 	if err != nil {
 		// A field Decide reads has the wrong JSON type: the API server's
 		// validation refuses the object itself, with a message that says where.
@@ -50,7 +62,7 @@ func DecideRequest(req *admissionv1.AdmissionRequest, opts Options) Decision {
 		return malformed(fmt.Errorf("the object is apiVersion %s kind %s, but the request is for %s %s",
 			quote(job.APIVersion), quote(job.Kind), want, req.Kind.Kind))
 	}
-	return Decide(job, opts)
+	return Decide(job, d.opts)
 }
 
 func malformed(err error) Decision {
