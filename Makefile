@@ -161,13 +161,24 @@ CONTAINER_TOOL ?= docker
 KUBECTL ?= kubectl
 # undeploy: ignore-not-found=true ignores the objects that are gone already.
 ignore-not-found ?= false
+# Which install deploy, undeploy and build-installer take (README, "Install"):
+# default (the webhook), policy-only (the admission policies, no server;
+# Kubernetes >= 1.36) or default-with-policy (both).
+INSTALL ?= default
+INSTALLS = default policy-only default-with-policy
+ifeq ($(filter $(INSTALL),$(INSTALLS)),)
+$(error INSTALL=$(INSTALL) is not one of: $(INSTALLS))
+endif
+# build-installer's file: dist/install.yaml for the webhook, dist/install-INSTALL.yaml for the others.
+INSTALLER = dist/install$(if $(filter default,$(INSTALL)),,-$(INSTALL)).yaml
 
-# render-default prints config/default as `kustomize build` does, with the
-# image IMG set as `kustomize edit set image controller=IMG` sets it, in an
-# overlay in a temporary directory: no file of config/ is edited.
-define render-default
+# render-install prints config/INSTALL as `kustomize build` does, with the
+# image IMG set as `kustomize edit set image controller=IMG` sets it (a
+# no-op for policy-only, which runs no image), in an overlay in a temporary
+# directory: no file of config/ is edited.
+define render-install
 overlay=$$(mktemp -d) && trap 'rm -rf "$$overlay"' EXIT && \
-	printf 'resources:\n- %s\n' "$$(realpath --relative-to="$$overlay" config/default)" > "$$overlay/kustomization.yaml" && \
+	printf 'resources:\n- %s\n' "$$(realpath --relative-to="$$overlay" config/$(INSTALL))" > "$$overlay/kustomization.yaml" && \
 	(cd "$$overlay" && $(KUSTOMIZE) edit set image controller=$(IMG)) && \
 	$(KUSTOMIZE) build "$$overlay"
 endef
@@ -181,18 +192,18 @@ docker-push: ## Push the image IMG.
 	$(CONTAINER_TOOL) push $(IMG)
 
 .PHONY: deploy
-deploy: kustomize ## Install config/default, with image IMG, into the cluster of the current kubectl context.
-	$(render-default) | $(KUBECTL) apply -f -
+deploy: kustomize ## Install config/INSTALL (default: the webhook; policy-only; default-with-policy), with image IMG, into the cluster of the current kubectl context.
+	$(render-install) | $(KUBECTL) apply -f -
 
 .PHONY: undeploy
-undeploy: kustomize ## Remove config/default from the cluster of the current kubectl context.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+undeploy: kustomize ## Remove config/INSTALL from the cluster of the current kubectl context.
+	$(KUSTOMIZE) build config/$(INSTALL) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 .PHONY: build-installer
-build-installer: kustomize ## Write dist/install.yaml: config/default, with image IMG, as one file to kubectl apply -f.
+build-installer: kustomize ## Write config/INSTALL, with image IMG, as one file to kubectl apply -f: dist/install.yaml (default), dist/install-INSTALL.yaml (the others).
 	@mkdir -p dist
-	$(render-default) > dist/install.yaml.tmp
-	mv dist/install.yaml.tmp dist/install.yaml
+	$(render-install) > $(INSTALLER).tmp
+	mv $(INSTALLER).tmp $(INSTALLER)
 
 ##@ Performance
 

@@ -35,6 +35,13 @@ func bindDecisionFlags(fs *flag.FlagSet, o *mutate.Options) {
 	})
 	fs.BoolVar(&o.InferWorkerCommand, "infer-worker-command", o.InferWorkerCommand,
 		"take the worker command a task declared, which Flyte writes into the worker's args, when no annotation gives one")
+	fs.Func("horovod-worker-command", "worker command, as shell words, for Flyte MPIJobs whose worker has no command and "+
+		"copies a Horovod launcher's horovodrun line, when annotations and task declare none; horovodrun reaches its "+
+		"workers over SSH (default none: leave them)",
+		func(s string) (err error) {
+			o.HorovodCommand, err = mutate.SplitCommand(s)
+			return err
+		})
 	fs.Func("fallback-worker-command", "worker command, as shell words, for Flyte MPIJobs whose worker has no command "+
 		"and whose annotations and task declare none (default none: leave them)",
 		func(s string) (err error) {

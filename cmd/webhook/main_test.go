@@ -101,6 +101,7 @@ func TestPreview(t *testing.T) {
 func TestPreviewFlyteJobs(t *testing.T) {
 	cases := map[string]struct {
 		job          string
+		flags        []string
 		wantDecision string
 		wantWorker   workerContainer // none: the worker as Flyte built it
 	}{
@@ -113,6 +114,17 @@ func TestPreviewFlyteJobs(t *testing.T) {
 			job:          fixtures.HorovodNoWorkerCommand,
 			wantDecision: "outcome:   unchanged\n",
 		},
+		"no worker command, with --horovod-worker-command": {
+			job:          fixtures.HorovodNoWorkerCommand,
+			flags:        []string{"--horovod-worker-command", fixtures.SSHDLine},
+			wantDecision: "outcome:   mutated\nsource:    horovod\ncontainer: mpi (worker container 0)\ncommand:   " + fixtures.SSHDLine + "\n",
+			wantWorker:   workerContainer{Name: "mpi", Command: fixtures.SSHD},
+		},
+		"a plain MPI task, with --horovod-worker-command": {
+			job:          fixtures.MPIPlain,
+			flags:        []string{"--horovod-worker-command", fixtures.SSHDLine},
+			wantDecision: "outcome:   unchanged\n",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -121,7 +133,7 @@ func TestPreviewFlyteJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr bytes.Buffer
-			if err := runPreview([]string{"-f", path}, nil, &stdout, &stderr); err != nil {
+			if err := runPreview(append([]string{"-f", path}, tc.flags...), nil, &stdout, &stderr); err != nil {
 				t.Fatalf("preview: %v\n%s", err, &stderr)
 			}
 			if !strings.HasPrefix(stderr.String(), tc.wantDecision) {
@@ -270,5 +282,26 @@ func TestAnnotateRefusesATaskThatIsNotMPI(t *testing.T) {
 	want := `-: the task's type is "python-task"; only tasks of type [mpi horovod] run as MPIJobs`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
+func TestHorovodWorkerCommandFlagIsSplitAsAShellWould(t *testing.T) {
+	path, err := fixtures.Path("testdata", "flyte", "v1", fixtures.HorovodNoWorkerCommand+".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := runPreview([]string{"-f", path, "--horovod-worker-command", `/usr/sbin/sshd -De -f '/home/job user/.sshd_config'`},
+		nil, &stdout, &stderr); err != nil {
+		t.Fatalf("preview: %v\n%s", err, &stderr)
+	}
+	want := workerContainer{Name: "mpi", Command: []string{"/usr/sbin/sshd", "-De", "-f", "/home/job user/.sshd_config"}}
+	if diff := cmp.Diff(want, workerOf(t, stdout.Bytes())); diff != "" {
+		t.Errorf("worker (-want +got):\n%s", diff)
+	}
+
+	err = runPreview([]string{"-f", path, "--horovod-worker-command", "/usr/sbin/sshd -De; sleep 1"}, nil, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "-horovod-worker-command") || !strings.Contains(err.Error(), `shell operator ";"`) {
+		t.Errorf("error %v, want one that names the flag and the shell operator", err)
 	}
 }

@@ -1,8 +1,9 @@
-// Command demo shows the webhook at work on a local API server, no cluster
-// needed: it starts kube-apiserver and etcd (envtest), installs
-// training-operator's MPIJob CRD, serves and registers the webhook, creates
-// MPIJobs as Flyte 1.16 builds them (testdata/flyte/v1) and prints each
-// worker's command before and after.
+// Command demo shows the webhook and the admission policy at work on a local
+// API server, no cluster needed: it starts kube-apiserver and etcd (envtest),
+// installs training-operator's MPIJob CRD, serves and registers the webhook
+// as config/default configures it, installs the policy as config/policy-only
+// does, creates MPIJobs as Flyte 1.16 builds them (testdata/flyte/v1) through
+// each, and prints each worker's command before and after.
 // Run it with `make demo`, which finds the binaries and the CRD.
 package main
 
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
@@ -44,13 +47,19 @@ func main() {
 func run(ctx context.Context) (err error) {
 	ctrl.SetLogger(logr.Discard()) // the table below is the demo's output
 	fmt.Println("Starting a local kube-apiserver and etcd with training-operator's MPIJob CRD (kubeflow.org/v1),\n" +
-		"and serving the webhook, registered as config/default installs it ...")
+		"serving the webhook, registered and configured as config/default installs it, and installing the\n" +
+		"admission policy as config/policy-only installs it ...")
 	start := time.Now()
 	env, err := framework.Start(ctx, "v1")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, env.Stop()) }()
+	// Each install gets the jobs of its own label: one API server holds both.
+	const webhook, policy = "demo.mpi.flyte.org/webhook", "demo.mpi.flyte.org/policy"
+	if err := install(ctx, env, webhook, policy); err != nil {
+		return err
+	}
 	fmt.Printf("Ready in %.1fs. Creating MPIJobs as Flyte 1.16 builds them (testdata/flyte/v1):\n\n", time.Since(start).Seconds())
 
 	jobs := []struct{ task, name string }{
@@ -58,20 +67,21 @@ func run(ctx context.Context) (err error) {
 		{"Horovod, @task(annotations=task-custom)", fixtures.HorovodTaskAnnotations},
 		{"v0 task, worker_spec_command", fixtures.LegacyWorkerSpecCommand},
 		{"Horovod, no Worker command", fixtures.HorovodNoWorkerCommand},
+		{"plain MPI (mpirun)", fixtures.MPIPlain},
 	}
 	table := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(table, "TASK\tWORKER BEFORE\tWORKER AFTER\tSOURCE")
+	fmt.Fprintln(table, "TASK\tWORKER BEFORE\tWORKER AFTER\tSOURCE\tSOURCE, POLICY ALONE")
 	for _, j := range jobs {
-		job := env.Job("default", j.name).Obj()
-		before := job.DeepCopy()
-		if err := env.Client.Create(ctx, job); err != nil { // job becomes the MPIJob as stored
-			return fmt.Errorf("creating %s: %w", j.name, err)
+		before := env.Job("default", j.name).Obj()
+		var after [2]*unstructured.Unstructured
+		for i, label := range []string{webhook, policy} {
+			job := env.Job("default", j.name).Label(label, "true").Obj()
+			if err := env.Client.Create(ctx, job); err != nil { // job becomes the MPIJob as stored
+				return fmt.Errorf("creating %s: %w", j.name, err)
+			}
+			after[i] = job
 		}
-		source := job.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
-		if source == "" {
-			source = "(unchanged)"
-		}
-		fmt.Fprintf(table, "%s\t%s\t%s\t%s\n", j.task, worker(before), worker(job), source)
+		fmt.Fprintf(table, "%s\t%s\t%s\t%s\t%s\n", j.task, worker(before), worker(after[0]), source(after[0]), source(after[1]))
 	}
 	if err := table.Flush(); err != nil {
 		return err
@@ -79,11 +89,49 @@ func run(ctx context.Context) (err error) {
 	fmt.Print(`
 Flyte writes a declared worker command into the worker's args, with no command, and training-operator
 v1.8 runs ` + "`sleep 365d`" + ` in a worker container without a command: without the webhook, these workers
-sleep instead of running sshd. The last task declares no worker command, so the webhook has none to
-give it: declare Worker(command=[...]) or add the annotation (README).
+sleep instead of running sshd. A Horovod task that declares no worker command gets config/default's
+--horovod-worker-command (the Horovod rule); a plain MPI task needs none. The policy alone (Kubernetes
+>= 1.36, no server) stores the same, but reads no annotation: the second job needs the webhook (README).
 Try your own job: bin/webhook preview -f job.yaml
 `)
 	return nil
+}
+
+// install serves the webhook as config/default configures it, for the jobs
+// labelled webhook, and installs the policy as config/policy-only does, for
+// the jobs labelled policy.
+func install(ctx context.Context, env *framework.Env, webhook, policy string) error {
+	root, err := fixtures.RepoRoot()
+	if err != nil {
+		return err
+	}
+	configured, err := manifests.Render(filepath.Join(root, "config", "default"), "")
+	if err != nil {
+		return err
+	}
+	opts, err := framework.ConfiguredOptions(configured)
+	if err != nil {
+		return err
+	}
+	if err := env.ServeLabelled(ctx, webhook, opts); err != nil {
+		return err
+	}
+	policyOnly, err := manifests.Render(filepath.Join(root, "config", "policy-only"), "")
+	if err != nil {
+		return err
+	}
+	if err := env.LeaveLabelled(ctx, policy); err != nil {
+		return err
+	}
+	return env.InstallPolicies(ctx, policyOnly, policy)
+}
+
+// source is the source annotation of a stored job, or (unchanged).
+func source(job *unstructured.Unstructured) string {
+	if s := job.GetAnnotations()[mutate.AnnotationWorkerCommandSource]; s != "" {
+		return s
+	}
+	return "(unchanged)"
 }
 
 // worker describes the first worker container's command and args in one short cell.

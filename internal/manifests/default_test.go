@@ -6,6 +6,7 @@ package manifests_test
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // namespace is where config/default installs the webhook.
@@ -44,8 +46,10 @@ type install struct {
 	webhook        *admissionregistrationv1.MutatingWebhookConfiguration
 	issuer         *unstructured.Unstructured
 	certificate    *unstructured.Unstructured
-	// container is the Deployment's one container, and flags its --name=value arguments.
+	// container is the Deployment's one container, args its arguments as
+	// the kubelet expands them, and flags those --name=value arguments.
 	container corev1.Container
+	args      []string
 	flags     map[string]string
 }
 
@@ -74,8 +78,11 @@ func renderDefault(t *testing.T) *install {
 		t.Fatalf("the Deployment has %d containers, want 1", len(containers))
 	}
 	in.container = containers[0]
+	if in.args, err = m.ExpandedArgs(in.container, in.deployment.Namespace); err != nil {
+		t.Fatal(err)
+	}
 	in.flags = map[string]string{}
-	for _, arg := range in.container.Args {
+	for _, arg := range in.args {
 		name, value, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
 		if !ok || !strings.HasPrefix(arg, "--") {
 			t.Fatalf("container argument %q: want --name=value", arg)
@@ -143,6 +150,7 @@ func TestDefaultRendersEachObjectOnceInItsNamespace(t *testing.T) {
 	want := []id{
 		{"Namespace", "", namespace},
 		{"ServiceAccount", namespace, "flyte-mpi-webhook-webhook-server"},
+		{"ConfigMap", namespace, "flyte-mpi-webhook-horovod-worker-command"},
 		{"Service", namespace, "flyte-mpi-webhook-webhook-service"},
 		{"Deployment", namespace, "flyte-mpi-webhook-webhook-server"},
 		{"PodDisruptionBudget", namespace, "flyte-mpi-webhook-webhook-server"},
@@ -384,7 +392,7 @@ func TestDefaultContainerArgsAreFlagsOfTheBinary(t *testing.T) {
 		args []string
 		ok   bool
 	}{
-		{name: "the Deployment's", args: in.container.Args, ok: true},
+		{name: "the Deployment's", args: in.args, ok: true},
 		{name: "an unknown flag", args: []string{"--no-such-flag=1"}, ok: false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -499,4 +507,77 @@ func TestFailurePolicyIgnoreChangesOnlyTheFailurePolicy(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config/failure-policy-ignore, against config/default with failurePolicy Ignore (-want +got):\n%s", diff)
 	}
+}
+
+// TestDefaultTurnsTheHorovodRuleOn checks that the webhook gets the Horovod
+// worker command from the one place of config/horovod, and that the overlay
+// line its comment documents turns the rule off.
+func TestDefaultTurnsTheHorovodRuleOn(t *testing.T) {
+	in := renderDefault(t)
+	command, err := mutate.SplitCommand(in.flags["horovod-worker-command"])
+	if err != nil {
+		t.Fatalf("--horovod-worker-command: %v", err)
+	}
+	if diff := cmp.Diff(fixtures.SSHD, command); diff != "" {
+		t.Errorf("--horovod-worker-command, split (-want +got):\n%s", diff)
+	}
+	// The policy splits the value at blanks (config/policy): both must agree.
+	if value := horovodWorkerCommand(t, in.Manifests); !slices.Equal(strings.Fields(value), command) {
+		t.Errorf("the ConfigMap's value %q split at blanks is %q; the webhook splits it as sh, into %q", value, strings.Fields(value), command)
+	}
+
+	off := render(t, overlay(t, filepath.Join(configDir, "default"), documentedOverlayLine(t)), "")
+	in.Manifests = off
+	if in.args, err = off.ExpandedArgs(in.container, namespace); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(in.args, "--horovod-worker-command=") {
+		t.Errorf("with the documented overlay line, the args are %q; want --horovod-worker-command= (off)", in.args)
+	}
+}
+
+// horovodWorkerCommand returns the command of the rendered horovod-worker-command ConfigMap.
+func horovodWorkerCommand(t *testing.T, m *manifests.Manifests) string {
+	t.Helper()
+	cm, err := m.FindNamed("ConfigMap", "flyte-mpi-webhook-horovod-worker-command")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value, _, _ := unstructured.NestedString(cm.Object, "data", "command")
+	return value
+}
+
+// documentedOverlayLine returns the patches line that config/horovod's comment gives.
+func documentedOverlayLine(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(configDir, "horovod", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "#   - {target:"); ok {
+			return "patches:\n- {target:" + rest + "\n"
+		}
+	}
+	t.Fatal("config/horovod/configmap.yaml documents no overlay line")
+	return ""
+}
+
+// overlay writes a kustomization over base with the extra lines to a
+// temporary directory, and returns the directory.
+func overlay(t *testing.T, base, lines string) string {
+	t.Helper()
+	dir := t.TempDir()
+	abs, err := filepath.Abs(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources:\n- "+rel+"\n"+lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -212,4 +213,54 @@ func (m *Manifests) Decode(kind string, into any) error {
 		return fmt.Errorf("%s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
+}
+
+// ExpandedArgs returns the args of a rendered container as the kubelet passes
+// them: each $(NAME) of a variable of the container's env is replaced by its
+// value, given inline or by a configMapKeyRef to a rendered ConfigMap of
+// namespace; $$ stands for $. A $(NAME) of no such variable, which the
+// kubelet would pass as written, is an error: no install means that.
+func (m *Manifests) ExpandedArgs(container corev1.Container, namespace string) ([]string, error) {
+	values := map[string]string{}
+	for _, env := range container.Env {
+		switch {
+		case env.ValueFrom == nil:
+			values[env.Name] = env.Value
+		case env.ValueFrom.ConfigMapKeyRef != nil:
+			ref := env.ValueFrom.ConfigMapKeyRef
+			cm, err := m.FindNamed("ConfigMap", ref.Name)
+			if err != nil || cm.GetNamespace() != namespace {
+				return nil, fmt.Errorf("container %s: env %s: no ConfigMap %s/%s rendered", container.Name, env.Name, namespace, ref.Name)
+			}
+			value, found, err := unstructured.NestedString(cm.Object, "data", ref.Key)
+			if err != nil || !found {
+				return nil, fmt.Errorf("container %s: env %s: ConfigMap %s has no data key %q", container.Name, env.Name, ref.Name, ref.Key)
+			}
+			values[env.Name] = value
+		}
+	}
+	args := make([]string, len(container.Args))
+	for i, arg := range container.Args {
+		var b strings.Builder
+		for len(arg) > 0 {
+			switch {
+			case strings.HasPrefix(arg, "$$"):
+				b.WriteByte('$')
+				arg = arg[2:]
+			case strings.HasPrefix(arg, "$("):
+				end := strings.IndexByte(arg, ')')
+				value, ok := values[arg[2:max(end, 2)]]
+				if end < 0 || !ok {
+					return nil, fmt.Errorf("container %s: argument %q: no variable of the container's env in %q", container.Name, container.Args[i], arg)
+				}
+				b.WriteString(value)
+				arg = arg[end+1:]
+			default:
+				b.WriteByte(arg[0])
+				arg = arg[1:]
+			}
+		}
+		args[i] = b.String()
+	}
+	return args, nil
 }

@@ -18,7 +18,9 @@
 //     mpi.flyte.org/worker-spec-command, split into words as a shell would;
 //  3. the worker's args, when they are a command the task declared
 //     (DeclaredWorkerCommand) and Options.InferWorkerCommand is set;
-//  4. Options.FallbackCommand, for a worker that has no command.
+//  4. Options.HorovodCommand, for a worker that has no command and copies a
+//     Horovod launcher's horovodrun line (HorovodWorker);
+//  5. Options.FallbackCommand, for a worker that has no command.
 //
 // Each annotation is read from the MPIJob's metadata and, where the key is
 // absent there, from the Worker pod template's metadata. The command goes

@@ -77,6 +77,7 @@ var _ = forEachVersion(func(s *spec) {
 	describeAnnotations(s)
 	describeFlyteJobs(s)
 	describeInstall(s)
+	describePolicy(s)
 })
 
 // job starts from the Flyte-built job name of the version under test, in

@@ -3,7 +3,8 @@
 // suites. Each MPIJob version gets its own API server, since both MPIJob
 // CRDs are named mpijobs.kubeflow.org, and one webhook server built by the
 // same server.New that cmd/webhook uses, registered with the webhook
-// configuration that config/default installs.
+// configuration that config/default installs. InstallPolicies adds the
+// admission policies of config/policy, for the jobs of one label.
 package framework
 
 import (

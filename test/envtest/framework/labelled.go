@@ -28,31 +28,22 @@ import (
 // jobs alone from then on. It returns once the API server sends them to the
 // new server alone; ctx bounds that wait. The server runs until Stop.
 func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Options) error {
+	return e.ServeLabelledAs(ctx, label, e.Webhook, opts)
+}
+
+// ServeLabelledAs is ServeLabelled with a copy of another webhook
+// configuration, such as the one config/default-with-policy renders, with
+// its matchConditions.
+func (e *Env) ServeLabelledAs(ctx context.Context, label string, hook *admissionregistrationv1.MutatingWebhookConfiguration,
+	opts mutate.Options) error {
 	_, name, ok := strings.Cut(label, "/")
 	if !ok || name == "" {
 		return fmt.Errorf("label %q: expected a prefixed key, such as test.mpi.flyte.org/%s", label, label)
 	}
 
-	// Leave the labelled jobs to the new server: first make every installed
-	// configuration skip them, and wait until none of them answers, so that
-	// the new server is the only one that ever mutates them.
-	var installed admissionregistrationv1.MutatingWebhookConfigurationList
-	if err := e.Client.List(ctx, &installed); err != nil {
-		return err
-	}
-	for i := range installed.Items {
-		hook := &installed.Items[i]
-		for j := range hook.Webhooks {
-			requireLabel(&hook.Webhooks[j], label, metav1.LabelSelectorOpDoesNotExist)
-		}
-		if err := e.Client.Update(ctx, hook); err != nil {
-			return fmt.Errorf("leaving jobs labelled %s to a new server: %w", label, err)
-		}
-		if hook.Name == e.Webhook.Name {
-			e.Webhook = hook.DeepCopy() // as installed, as its doc says
-		}
-	}
-	if err := e.waitForLabelled(ctx, label, false); err != nil {
+	// Leave the labelled jobs to the new server, so that it is the only one
+	// that ever mutates them.
+	if err := e.LeaveLabelled(ctx, label); err != nil {
 		return err
 	}
 
@@ -74,9 +65,9 @@ func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Optio
 	if e.labelled == nil {
 		e.labelled = map[string]labelledServer{}
 	}
-	e.labelled[label] = labelledServer{stop: cancel, done: done, configuration: e.Webhook.Name + "-" + name}
+	e.labelled[label] = labelledServer{stop: cancel, done: done, configuration: hook.Name + "-" + name}
 	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port)) + admission.Path
-	if err := e.InstallCopy(ctx, name, url, func(w *admissionregistrationv1.MutatingWebhook) {
+	if err := e.InstallCopyOf(ctx, hook, name, url, func(w *admissionregistrationv1.MutatingWebhook) {
 		requireLabel(w, label, metav1.LabelSelectorOpExists)
 	}); err != nil {
 		return err
@@ -84,12 +75,42 @@ func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Optio
 	return e.waitForLabelled(ctx, label, true)
 }
 
+// LeaveLabelled makes every installed webhook configuration skip the Flyte
+// MPIJobs that carry the label key label, and returns once none of them
+// answers for such a job; ctx bounds that wait.
+func (e *Env) LeaveLabelled(ctx context.Context, label string) error {
+	var installed admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := e.Client.List(ctx, &installed); err != nil {
+		return err
+	}
+	for i := range installed.Items {
+		hook := &installed.Items[i]
+		for j := range hook.Webhooks {
+			requireLabel(&hook.Webhooks[j], label, metav1.LabelSelectorOpDoesNotExist)
+		}
+		if err := e.Client.Update(ctx, hook); err != nil {
+			return fmt.Errorf("leaving jobs labelled %s to a new server: %w", label, err)
+		}
+		if hook.Name == e.Webhook.Name {
+			e.Webhook = hook.DeepCopy() // as installed, as its doc says
+		}
+	}
+	return e.waitForLabelled(ctx, label, false)
+}
+
 // InstallCopy installs a copy of the webhook configuration, named after it
 // with -name, whose webhooks call url with the serving certificate's CA
 // (ServingCertDir), after route has changed each, such as its selectors.
 func (e *Env) InstallCopy(ctx context.Context, name, url string, route func(*admissionregistrationv1.MutatingWebhook)) error {
-	hook := e.Webhook.DeepCopy()
-	hook.ObjectMeta = metav1.ObjectMeta{Name: e.Webhook.Name + "-" + name}
+	return e.InstallCopyOf(ctx, e.Webhook, name, url, route)
+}
+
+// InstallCopyOf is InstallCopy of another webhook configuration, such as
+// one that another install of config/ renders.
+func (e *Env) InstallCopyOf(ctx context.Context, of *admissionregistrationv1.MutatingWebhookConfiguration, name, url string,
+	route func(*admissionregistrationv1.MutatingWebhook)) error {
+	hook := of.DeepCopy()
+	hook.ObjectMeta = metav1.ObjectMeta{Name: of.Name + "-" + name}
 	for i := range hook.Webhooks {
 		w := &hook.Webhooks[i]
 		w.Name = name + "." + w.Name

@@ -1,0 +1,360 @@
+package envtest_test
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+)
+
+// The three installs, each routed to the jobs that carry its label, so that
+// one API server holds them side by side: the webhook alone as config/default
+// configures it, the policy alone (config/policy-only, no webhook), and both
+// (config/default-with-policy).
+const (
+	webhookAloneLabel = "test.mpi.flyte.org/webhook-alone"
+	policyAloneLabel  = "test.mpi.flyte.org/policy-alone"
+	bothLabel         = "test.mpi.flyte.org/both"
+	// noAdmissionLabel: neither webhook nor policy, the job as the API server stores it unchanged.
+	noAdmissionLabel = "test.mpi.flyte.org/no-admission"
+)
+
+// arms are the installs a job is created through.
+var arms = []string{webhookAloneLabel, policyAloneLabel, bothLabel, noAdmissionLabel}
+
+// admitted is what one install did with one job: the job as stored, without
+// what the API server sets, or the error of the create; and the warnings.
+type admitted struct {
+	Stored   *unstructured.Unstructured
+	Err      string
+	Warnings []string
+}
+
+// policyWarning is the prefix the API server puts before a ValidatingAdmissionPolicy's message.
+var policyWarning = regexp.MustCompile(`^Validation failed for ValidatingAdmissionPolicy '[^']*' with binding '[^']*': `)
+
+// webhookName is where the API server names the webhook that denied a job:
+// each install's copy of the configuration has its own.
+var webhookName = regexp.MustCompile(`admission webhook "[^"]*"`)
+
+// policyCase is one job: a Flyte-built job of testdata/flyte, or a variant.
+type policyCase struct {
+	name string
+	job  func(s *spec) *framework.JobBuilder
+	// leftToTheWebhook: the policy alone leaves it as sent, with the no-webhook warning.
+	leftToTheWebhook bool
+	// What the webhook alone does: the source it sets (none: unchanged),
+	// how many warnings it gives, whether it denies the job.
+	source   mutate.Source
+	warnings int
+	denied   bool
+}
+
+// setWorker sets a field of the Worker's first container (nil for JSON null).
+func setWorker(b *framework.JobBuilder, field string, value any) *framework.JobBuilder {
+	containers := framework.WorkerContainers(b.Obj())
+	containers[0].(map[string]any)[field] = value
+	return b.Set(containers, framework.WorkerContainersPath...)
+}
+
+// policyCases are the jobs of testdata/flyte and the variants the policy must
+// store as the webhook does.
+func policyCases() []policyCase {
+	sources := map[string]mutate.Source{
+		fixtures.HorovodWorkerCommand: mutate.SourceFlyteWorkerArgs, fixtures.HorovodFastRegisterWorkerCommand: mutate.SourceFlyteWorkerArgs,
+		fixtures.HorovodBothCommands: mutate.SourceFlyteWorkerArgs, fixtures.LegacyWorkerSpecCommand: mutate.SourceFlyteWorkerArgs,
+		fixtures.HorovodNoWorkerCommand: mutate.SourceHorovod, fixtures.HorovodLauncherCommand: mutate.SourceHorovod,
+		fixtures.HorovodPodTemplateAnnotation: mutate.SourceTaskCustom, fixtures.HorovodTaskAnnotations: mutate.SourceTaskCustom,
+		fixtures.HorovodLaunchPlanAnnotations: mutate.SourceTaskCustom, fixtures.MPIPlain: mutate.SourceNone,
+	}
+	var cases []policyCase
+	for _, name := range fixtures.FlyteJobs {
+		source, ok := sources[name]
+		Expect(ok).To(BeTrue(), "no expected source for %s", name)
+		cases = append(cases, policyCase{name: name, job: func(s *spec) *framework.JobBuilder { return s.job(name) },
+			leftToTheWebhook: source == mutate.SourceTaskCustom, source: source})
+	}
+	declared := func(s *spec) *framework.JobBuilder { return s.job(fixtures.HorovodWorkerCommand) }
+	undeclared := func(s *spec) *framework.JobBuilder { return s.job(fixtures.HorovodNoWorkerCommand) }
+	sidecar := map[string]any{"name": "log-shipper", "image": "fluent/fluent-bit:3.0"}
+	manyArgs := make([]any, 300)
+	for i := range manyArgs {
+		manyArgs[i] = "-x"
+	}
+	return append(cases,
+		policyCase{name: "a declared command, the command already set", job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "command", []any{"/bin/sh"})
+		}},
+		policyCase{name: "a declared command, command null", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "command", nil)
+		}},
+		policyCase{name: "a declared command, command []", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "command", []any{})
+		}},
+		policyCase{name: "no worker command, command []", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+			return setWorker(undeclared(s), "command", []any{})
+		}},
+		policyCase{name: "no worker command, command set", job: func(s *spec) *framework.JobBuilder {
+			return setWorker(undeclared(s), "command", []any{"/bin/sh"})
+		}},
+		policyCase{name: "args equal to the launcher's", job: func(s *spec) *framework.JobBuilder {
+			b := declared(s)
+			launcher, _, _ := unstructured.NestedSlice(b.Obj().Object, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers")
+			launcher[0].(map[string]any)["args"] = framework.AnyList(fixtures.SSHD)
+			return b.Set(launcher, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers")
+		}},
+		policyCase{name: "a declared command, no Launcher", warnings: 1, job: func(s *spec) *framework.JobBuilder {
+			b := declared(s)
+			obj := b.Obj()
+			unstructured.RemoveNestedField(obj.Object, "spec", "mpiReplicaSpecs", "Launcher")
+			return b.Set(obj.Object["spec"], "spec")
+		}},
+		policyCase{name: "no worker command, no Launcher", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+			b := undeclared(s)
+			obj := b.Obj()
+			unstructured.RemoveNestedField(obj.Object, "spec", "mpiReplicaSpecs", "Launcher")
+			return b.Set(obj.Object["spec"], "spec")
+		}},
+		policyCase{name: "a declared command, a launcher without containers", warnings: 1, job: func(s *spec) *framework.JobBuilder {
+			return declared(s).Set([]any{}, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers")
+		}},
+		policyCase{name: "pyflyte-fast-execute in a path", job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "args", []any{"/opt/venv/bin/pyflyte-fast-execute", "--additional-distribution", "s3://b/f.tar.gz",
+				"--dest-dir", ".", "--", "/usr/sbin/sshd", "-De"})
+		}},
+		policyCase{name: "an empty string in the args", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "args", []any{"", "-De"})
+		}},
+		policyCase{name: "args of one empty string", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "args", []any{""})
+		}},
+		policyCase{name: "args []", job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "args", []any{})
+		}},
+		policyCase{name: "args null", job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "args", nil)
+		}},
+		policyCase{name: "horovodrun by its path, no worker command", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+			b := undeclared(s)
+			args, err := framework.ReplicaArgs(b.Obj(), "Worker")
+			Expect(err).NotTo(HaveOccurred())
+			return setWorker(b, "args", framework.AnyList(append([]string{"/opt/venv/bin/horovodrun"}, args[1:]...)))
+		}},
+		policyCase{name: "annotations absent", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
+			b := declared(s)
+			obj := b.Obj()
+			unstructured.RemoveNestedField(obj.Object, "metadata", "annotations")
+			return b.Set(obj.Object["metadata"], "metadata")
+		}},
+		policyCase{name: "annotations null", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
+			return declared(s).Set(nil, "metadata", "annotations")
+		}},
+		policyCase{name: "annotations {}, no worker command", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+			return undeclared(s).Set(map[string]any{}, "metadata", "annotations")
+		}},
+		policyCase{name: "the MPI container not first", warnings: 1, job: func(s *spec) *framework.JobBuilder {
+			return declared(s).FirstWorkerContainer(sidecar)
+		}},
+		policyCase{name: "the MPI container not first, no worker command", warnings: 1, job: func(s *spec) *framework.JobBuilder {
+			return undeclared(s).FirstWorkerContainer(sidecar)
+		}},
+		policyCase{name: "a sidecar after the MPI container", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+			return undeclared(s).WorkerContainer(sidecar)
+		}},
+		policyCase{name: "no Worker", job: func(s *spec) *framework.JobBuilder {
+			b := declared(s)
+			obj := b.Obj()
+			unstructured.RemoveNestedField(obj.Object, "spec", "mpiReplicaSpecs", "Worker")
+			return b.Set(obj.Object["spec"], "spec")
+		}},
+		policyCase{name: "worker-spec-command on the Worker's pod template", source: mutate.SourceWorkerSpecCommand, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
+			return undeclared(s).WorkerAnnotation(mutate.AnnotationWorkerSpecCommand, fixtures.SSHDLine)
+		}},
+		policyCase{name: "task-custom on the job, beside a declared command", source: mutate.SourceTaskCustom, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
+			return declared(s).Annotation(mutate.AnnotationTaskCustom, `{"workerReplicas":{"command":["/usr/sbin/sshd","-D"]}}`)
+		}},
+		policyCase{name: "an invalid task-type-version alone", denied: true, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
+			return declared(s).Annotation(mutate.AnnotationTaskTypeVersion, "7")
+		}},
+		policyCase{name: "a declared command of 300 words, past what the policy reads", source: mutate.SourceFlyteWorkerArgs, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "args", append(framework.AnyList(fixtures.SSHD), manyArgs...))
+		}},
+		policyCase{name: "a declared command with a 1 MiB word, past what the policy reads", source: mutate.SourceFlyteWorkerArgs, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
+			return setWorker(declared(s), "args", append(framework.AnyList(fixtures.SSHD), "-o", strings.Repeat("x", 1<<20)))
+		}},
+		// Without the bound, the API server refuses this one: "actual cost limit exceeded".
+		policyCase{name: "a declared command with 10000 more words of 100 bytes, past the CEL cost limit", source: mutate.SourceFlyteWorkerArgs, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
+			words := make([]any, 10000)
+			for i := range words {
+				words[i] = strings.Repeat("y", 100)
+			}
+			return setWorker(declared(s), "args", append(framework.AnyList(fixtures.SSHD), words...))
+		}},
+	)
+}
+
+// describePolicy declares the specs of the admission policies: every job
+// stored through the policy alone, and through the policy and the webhook
+// together, is stored as the webhook alone stores it.
+func describePolicy(s *spec) bool {
+	return Describe("the admission policies, against the webhook", Ordered, func() {
+		clients := map[string]client.Client{}
+		recorders := map[string]*framework.WarningRecorder{}
+
+		BeforeAll(func(ctx SpecContext) {
+			root, err := fixtures.RepoRoot()
+			Expect(err).NotTo(HaveOccurred())
+			render := func(dir string) *manifests.Manifests {
+				m, err := manifests.Render(filepath.Join(root, "config", dir), "")
+				Expect(err).NotTo(HaveOccurred())
+				return m
+			}
+			configured, err := framework.ConfiguredOptions(render("default"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(configured.HorovodCommand).To(Equal(fixtures.SSHD), "config/default turns the Horovod rule on")
+
+			Expect(s.env.ServeLabelled(ctx, webhookAloneLabel, configured)).To(Succeed())
+
+			Expect(s.env.LeaveLabelled(ctx, policyAloneLabel)).To(Succeed())
+			Expect(s.env.InstallPolicies(ctx, render("policy-only"), policyAloneLabel)).To(Succeed())
+
+			both := render("default-with-policy")
+			Expect(s.env.LeaveLabelled(ctx, bothLabel)).To(Succeed())
+			Expect(s.env.InstallPolicies(ctx, both, bothLabel)).To(Succeed())
+			hook := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			Expect(both.Decode("MutatingWebhookConfiguration", hook)).To(Succeed())
+			Expect(hook.Webhooks[0].MatchConditions).NotTo(BeEmpty())
+			Expect(s.env.ServeLabelledAs(ctx, bothLabel, hook, configured)).To(Succeed())
+
+			Expect(s.env.LeaveLabelled(ctx, noAdmissionLabel)).To(Succeed())
+
+			for _, arm := range arms {
+				clients[arm], recorders[arm], err = s.env.WarningClient()
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}, NodeTimeout(framework.StartTimeout))
+
+		// admit creates job through the install of arm.
+		admit := func(ctx context.Context, arm string, job *unstructured.Unstructured) admitted {
+			GinkgoHelper()
+			job = job.DeepCopy()
+			labels := job.GetLabels()
+			labels[arm] = "true"
+			job.SetLabels(labels)
+			before := len(recorders[arm].Messages())
+			var out admitted
+			if err := clients[arm].Create(ctx, job); err != nil {
+				out.Err = webhookName.ReplaceAllString(err.Error(), `admission webhook "..."`)
+			} else {
+				out.Stored = framework.WithoutServerSetMetadata(s.get(ctx, job), arm)
+			}
+			for _, w := range recorders[arm].Messages()[before:] {
+				out.Warnings = append(out.Warnings, policyWarning.ReplaceAllString(w, ""))
+			}
+			slices.Sort(out.Warnings)
+			return out
+		}
+
+		It("accepts each install's policies as bin/kustomize renders them", func(ctx SpecContext) {
+			root, err := fixtures.RepoRoot()
+			Expect(err).NotTo(HaveOccurred())
+			var accepted []string
+			for _, dir := range []string{"policy", "policy-only", "default-with-policy"} {
+				m, err := manifests.Render(filepath.Join(root, "config", dir), "")
+				Expect(err).NotTo(HaveOccurred())
+				for _, obj := range m.Objects {
+					if !strings.HasSuffix(obj.GroupVersionKind().Group, "admissionregistration.k8s.io") ||
+						obj.GetKind() == "MutatingWebhookConfiguration" { // the webhook's: see describeInstall
+						continue
+					}
+					obj = obj.DeepCopy()
+					obj.SetName(obj.GetName() + "-dry-run") // installed under its own name already
+					Expect(s.env.Client.Create(ctx, obj, client.DryRunAll)).To(Succeed(), "config/%s: %s %s", dir, obj.GetKind(), obj.GetName())
+					accepted = append(accepted, dir+": "+obj.GetKind())
+				}
+			}
+			Expect(accepted).To(ContainElements("policy: MutatingAdmissionPolicy", "policy: MutatingAdmissionPolicyBinding",
+				"policy: ValidatingAdmissionPolicy", "policy: ValidatingAdmissionPolicyBinding"))
+			Expect(accepted).To(HaveLen(4 + 6 + 4))
+		})
+
+		It("refuses Flyte MPIJobs, naming the binding, when its parameter's ConfigMap is missing", func(ctx SpecContext) {
+			const label = "test.mpi.flyte.org/no-parameter"
+			Expect(s.env.LeaveLabelled(ctx, label)).To(Succeed())
+			binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+			Expect(s.env.Client.Get(ctx, client.ObjectKey{Name: "flyte-mpi-webhook-worker-command-policy-alone"}, binding)).To(Succeed())
+			missing := binding.DeepCopy()
+			missing.ObjectMeta = metav1.ObjectMeta{Name: "flyte-mpi-webhook-worker-command-no-parameter"}
+			missing.Spec.ParamRef.Name = "no-such-configmap"
+			missing.Spec.MatchResources.ObjectSelector.MatchExpressions[0].Key = label
+			Expect(s.env.Client.Create(ctx, missing)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(s.env.Client.Delete(ctx, missing)).To(Succeed()) })
+
+			job := s.job(fixtures.HorovodWorkerCommand).Label(label, "true").Obj()
+			Eventually(func(g Gomega) { // until the API server has picked up the binding
+				err := s.env.Client.Create(ctx, job.DeepCopy(), client.DryRunAll)
+				g.Expect(err).To(HaveOccurred())
+				g.Expect(err.Error()).To(And(ContainSubstring("binding '"+missing.Name+"' denied request"), ContainSubstring("no params found")))
+			}).WithTimeout(framework.ServeTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+		})
+
+		for _, tc := range policyCases() {
+			It("stores "+tc.name+" through the policy as the webhook does", func(ctx SpecContext) {
+				sent := tc.job(s).Obj()
+				webhook := admit(ctx, webhookAloneLabel, sent)
+				policy := admit(ctx, policyAloneLabel, sent)
+				both := admit(ctx, bothLabel, sent)
+
+				// What the webhook alone does, so that no comparison below holds for want of a change.
+				if tc.denied {
+					Expect(webhook.Err).To(ContainSubstring("denied the request"))
+				} else {
+					Expect(webhook.Err).To(BeEmpty())
+					source, mutated := webhook.Stored.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
+					Expect(mutate.Source(source)).To(Equal(tc.source), "the webhook's source (mutated: %t)", mutated)
+				}
+				Expect(webhook.Warnings).To(HaveLen(tc.warnings), "the webhook's warnings")
+
+				// "both" is the webhook alone, warnings included.
+				Expect(cmp.Diff(webhook, both)).To(BeEmpty(), "the webhook alone (-) and both (+)")
+
+				if tc.leftToTheWebhook {
+					// The policy alone leaves the job as sent, and says why.
+					unchanged := admit(ctx, noAdmissionLabel, sent)
+					Expect(cmp.Diff(unchanged.Stored, policy.Stored)).To(BeEmpty(), "with no admission (-) and the policy alone (+)")
+					Expect(policy.Stored.GetAnnotations()).NotTo(HaveKey(mutate.AnnotationWorkerCommandSource))
+					Expect(policy.Warnings).To(HaveLen(1))
+					Expect(policy.Warnings).To(ContainElement(Or(
+						ContainSubstring("no webhook is installed to read it"), ContainSubstring("past what the policy reads"))))
+				} else {
+					Expect(cmp.Diff(webhook, policy)).To(BeEmpty(), "the webhook alone (-) and the policy alone (+)")
+				}
+
+				// A second pass, of what each stored, changes nothing.
+				for arm, first := range map[string]admitted{webhookAloneLabel: webhook, policyAloneLabel: policy, bothLabel: both} {
+					if first.Stored == nil {
+						continue
+					}
+					again := admit(ctx, arm, framework.Recreatable(first.Stored))
+					Expect(again.Err).To(BeEmpty(), "the second pass through %s", arm)
+					Expect(cmp.Diff(first.Stored, again.Stored)).To(BeEmpty(), "the second pass through %s: first (-) and second (+)", arm)
+				}
+			})
+		}
+	})
+}
