@@ -60,8 +60,8 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
-unit: kustomize ## Run the unit tests (and those of hack/soak's attacks).
-	$(GO) test ./cmd/... ./internal/... ./hack/soak/...
+unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests) and those of hack/soak's attacks.
+	$(GO) test ./cmd/... ./internal/... ./test/manifests/... ./hack/soak/...
 
 .PHONY: envtest
 envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.
@@ -233,7 +233,7 @@ $(LOCALBIN):
 # own, so that none of them is a dependency of the webhook): `go get` there to
 # change one.
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
-# internal/manifests runs $KUSTOMIZE to render config/ for the tests.
+# test/manifests runs $KUSTOMIZE to render config/ for the tests.
 export KUSTOMIZE
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 BENCHSTAT ?= $(LOCALBIN)/benchstat

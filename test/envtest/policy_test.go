@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
 // The three installs, each routed to the jobs that carry its label, so that

@@ -29,10 +29,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
 // StartTimeout bounds starting one Env.

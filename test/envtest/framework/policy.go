@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
 // ConfiguredOptions returns the options the webhook's Deployment in m runs

@@ -26,10 +26,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
 // namespace is where config/default installs the webhook.

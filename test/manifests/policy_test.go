@@ -16,7 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
 // policies is config/policy rendered, with its objects decoded.

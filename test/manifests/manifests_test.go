@@ -16,7 +16,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
 // configDir is config/ of the repository, seen from this package.
