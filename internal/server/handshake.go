@@ -95,7 +95,7 @@ func (l *handshakeListener) handshake(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	tlsConn := tls.Server(conn, l.config)
+	tlsConn := tls.Server(&helloBoundedConn{Conn: conn}, l.config)
 	err := tlsConn.HandshakeContext(context.Background())
 	l.end(conn)
 	if err != nil {

@@ -52,17 +52,6 @@ func listen(address string, maxConns int) (net.Listener, error) {
 	return netutil.LimitListener(l, maxConns), nil
 }
 
-// helloBoundedListener refuses a connection whose ClientHello is longer than MaxClientHelloBytes.
-type helloBoundedListener struct{ net.Listener }
-
-func (l helloBoundedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &helloBoundedConn{Conn: c}, nil
-}
-
 // errHelloTooLarge refuses a ClientHello longer than MaxClientHelloBytes.
 var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes", MaxClientHelloBytes)
 

@@ -213,7 +213,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.address(), err)
 	}
-	listener := newHandshakeListener(helloBoundedListener{tcp}, cfg)
+	listener := newHandshakeListener(tcp, cfg)
 	srv := &http.Server{
 		Handler:           s.closeWhileDraining(s.WebhookMux()),
 		MaxHeaderBytes:    MaxHeaderBytes,
