@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/bench/refhook"
@@ -99,6 +100,10 @@ type arm struct {
 	calls           *atomic.Int64
 }
 
+// policyArm creates its jobs with policyLabel, which config/policy-only's
+// admission policies alone answer (installPolicy).
+const policyArm, policyLabel = "policy", "test.mpi.flyte.org/bench-policy"
+
 var _ = Describe("MPIJob creation through the API server", func() {
 	for _, version := range []string{"v1", "v2beta1"} {
 		It("takes, for "+version+" jobs, with the webhook, with each reference and with none", func(ctx SpecContext) {
@@ -123,10 +128,16 @@ var _ = Describe("MPIJob creation through the API server", func() {
 			for _, p := range []float64{50, 99} {
 				at := func(name string) float64 { return percentile(e.Get(name).Durations[warmUp:], p) }
 				for _, a := range arms[1:] { // ours, and the control, against each reference
+					if a.name == policyArm {
+						continue // below
+					}
 					ours := map[bool]string{true: arms[0].name, false: arms[1].name}[a.namespace != "bench-control"]
 					addRow(fmt.Sprintf("API server %s: create p%.0f, %s vs %s", version, p, ours, a.name), at(ours), at(a.name),
 						duration, map[bool]float64{true: 1.05}[a.name == "fixed-patch webhook"])
 				}
+				// The policy, which the API server runs itself, against no webhook and against the webhook.
+				addRow(fmt.Sprintf("API server %s: create p%.0f, policy vs no webhook", version, p), at(policyArm), at("no webhook"), duration, 0)
+				addRow(fmt.Sprintf("API server %s: create p%.0f, webhook vs policy", version, p), at(arms[0].name), at(policyArm), duration, 0)
 			}
 		}, NodeTimeout(15*time.Minute))
 	}
@@ -142,7 +153,7 @@ func serveArms(ctx context.Context, env *framework.Env) []arm {
 	// identical arms, the noise, in this run.
 	arms := []arm{{"webhook", "bench", true, nil}, {"fixed-patch webhook", "bench-patch", true, &atomic.Int64{}},
 		{"no-op webhook", "bench-noop", false, &atomic.Int64{}}, {"no webhook", excluded[0], false, nil},
-		{"control", "bench-control", true, &atomic.Int64{}}}
+		{"control", "bench-control", true, &atomic.Int64{}}, {policyArm, "bench-policy", true, nil}}
 	var installed admissionregistrationv1.MutatingWebhookConfigurationList
 	Expect(env.Client.List(ctx, &installed)).To(Succeed())
 	for _, hook := range installed.Items { // leave the references' namespaces to them
@@ -153,10 +164,12 @@ func serveArms(ctx context.Context, env *framework.Env) []arm {
 		}
 		Expect(env.Client.Update(ctx, &hook)).To(Succeed())
 	}
+	installPolicy(ctx, env)
 	serving, stop := context.WithCancel(context.Background())
 	DeferCleanup(stop)
 	for _, a := range arms {
-		Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.namespace}})).To(Succeed())
+		// The no-webhook arm's namespace, the install's, holds the policy's parameter already.
+		Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.namespace}}))).To(Succeed())
 		if a.calls == nil {
 			continue
 		}
@@ -172,6 +185,18 @@ func serveArms(ctx context.Context, env *framework.Env) []arm {
 		})).To(Succeed())
 	}
 	return arms
+}
+
+// installPolicy installs config/policy-only, as rendered, for the jobs
+// labelled policyLabel, which every webhook configuration installed before
+// leaves alone.
+func installPolicy(ctx context.Context, env *framework.Env) {
+	root, err := fixtures.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	m, err := manifests.Render(filepath.Join(root, "config", "policy-only"), "")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(env.LeaveLabelled(ctx, policyLabel)).To(Succeed())
+	Expect(env.InstallPolicies(ctx, m, policyLabel)).To(Succeed())
 }
 
 // webhookPatch is the patch the webhook answers refhook.Job with.
@@ -196,6 +221,11 @@ func create(ctx context.Context, g Gomega, env *framework.Env, a arm, opts ...cl
 	job, err := refhook.Job(env.Version)
 	g.Expect(err).NotTo(HaveOccurred())
 	job.SetNamespace(a.namespace)
+	if a.name == policyArm {
+		labels := job.GetLabels()
+		labels[policyLabel] = "true"
+		job.SetLabels(labels)
+	}
 	job.SetName("")
 	job.SetGenerateName("bench-")
 	calls := int64(0)

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -303,7 +304,7 @@ func describePolicy(s *spec) bool {
 			missing.Spec.ParamRef.Name = "no-such-configmap"
 			missing.Spec.MatchResources.ObjectSelector.MatchExpressions[0].Key = label
 			Expect(s.env.Client.Create(ctx, missing)).To(Succeed())
-			DeferCleanup(func(ctx SpecContext) { Expect(s.env.Client.Delete(ctx, missing)).To(Succeed()) })
+			defer func() { Expect(s.env.Client.Delete(ctx, missing)).To(Succeed()) }() // not DeferCleanup, which may run once AfterAll has stopped the API server
 
 			job := s.job(fixtures.HorovodWorkerCommand).Label(label, "true").Obj()
 			Eventually(func(g Gomega) { // until the API server has picked up the binding
@@ -312,6 +313,46 @@ func describePolicy(s *spec) bool {
 				g.Expect(err.Error()).To(And(ContainSubstring("binding '"+missing.Name+"' denied request"), ContainSubstring("no params found")))
 			}).WithTimeout(framework.ServeTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
 		})
+
+		DescribeTable("takes the Horovod worker command as words separated by blanks, or not at all",
+			func(ctx SpecContext, name, value string, want []string) {
+				label := "test.mpi.flyte.org/" + name
+				Expect(s.env.LeaveLabelled(ctx, label)).To(Succeed())
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte-mpi-webhook-system", Name: name},
+					Data: map[string]string{"command": value}}
+				Expect(s.env.Client.Create(ctx, cm)).To(Succeed())
+				binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+				Expect(s.env.Client.Get(ctx, client.ObjectKey{Name: "flyte-mpi-webhook-worker-command-policy-alone"}, binding)).To(Succeed())
+				ours := binding.DeepCopy()
+				ours.ObjectMeta = metav1.ObjectMeta{Name: "flyte-mpi-webhook-worker-command-" + name}
+				ours.Spec.ParamRef.Name = name
+				ours.Spec.MatchResources.ObjectSelector.MatchExpressions[0].Key = label
+				Expect(s.env.Client.Create(ctx, ours)).To(Succeed())
+				// Not DeferCleanup, which may run once AfterAll has stopped the API server; the
+				// binding selects only this spec's label, so one a failure leaves harms no other.
+				defer func() {
+					Expect(s.env.Client.Delete(ctx, ours)).To(Succeed())
+					Expect(s.env.Client.Delete(ctx, cm)).To(Succeed())
+				}()
+				Eventually(func(g Gomega) { // until the API server has picked up the binding: the declared rule applies
+					job := s.job(fixtures.HorovodWorkerCommand).Label(label, "true").Obj()
+					g.Expect(s.env.Client.Create(ctx, job, client.DryRunAll)).To(Succeed())
+					g.Expect(job.GetAnnotations()).To(HaveKey(mutate.AnnotationWorkerCommandSource))
+				}).WithTimeout(framework.ServeTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
+
+				stored := s.create(ctx, s.job(fixtures.HorovodNoWorkerCommand).Label(label, "true").Obj())
+				if want == nil {
+					Expect(stored.GetAnnotations()).NotTo(HaveKey(mutate.AnnotationWorkerCommandSource))
+					return
+				}
+				Expect(stored.GetAnnotations()).To(HaveKeyWithValue(mutate.AnnotationWorkerCommandSource, string(mutate.SourceHorovod)))
+				Expect(framework.WorkerContainers(stored)[0]).To(HaveKeyWithValue("command", framework.AnyList(want)))
+			},
+			Entry("blanks around and between the words", "horovod-blanks", "  /usr/sbin/sshd   -De -f /home/jobuser/.sshd_config ", fixtures.SSHD),
+			Entry("quotes, which the webhook would split as sh does", "horovod-quotes", `/usr/sbin/sshd -De -f '/home/job user/.sshd_config'`, nil),
+			Entry("a variable assignment first, which the webhook refuses", "horovod-assignment", "HOME=/tmp /usr/sbin/sshd -De", nil),
+			Entry("empty: the rule is off", "horovod-off", "", nil),
+		)
 
 		for _, tc := range policyCases() {
 			It("stores "+tc.name+" through the policy as the webhook does", func(ctx SpecContext) {
