@@ -129,7 +129,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	mgr.GetWebhookServer().Register(path, hook)
 
 	probes := http.NewServeMux()
-	// Ready only once the webhook serves TLS, so no request reaches a pod
+	// Ready only once the webhook listens, so no request reaches a pod
 	// that cannot answer it, and no longer once it drains.
 	for name, checks := range map[string]map[string]healthz.Checker{
 		"/healthz": {"ping": healthz.Ping},
