@@ -38,12 +38,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/manifests"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/bench/refhook"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
 func TestBench(t *testing.T) {
