@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,14 +21,24 @@ func DecodeJob(raw []byte, selector labels.Selector) (*Job, error) {
 }
 
 func decodeJob(raw []byte, labelsRead keyDecoder) (*Job, error) {
-	var job Job
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &job); err != nil {
+	// A Job whose metadata keeps the labels object as sent: its Metadata and
+	// Labels shadow the ones they embed.
+	var decoded struct {
+		Job
+		Metadata struct {
+			Metadata
+			Labels rawObject `json:"labels"`
+		} `json:"metadata"`
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &decoded); err != nil {
 		return nil, err
 	}
-	selected, err := labelsRead.decode(raw)
+	selected, err := labelsRead.decode(decoded.Metadata.Labels)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("metadata.labels: %w", err)
 	}
+	job := decoded.Job
+	job.Metadata = decoded.Metadata.Metadata
 	job.Metadata.Labels = selected
 	return &job, nil
 }
@@ -41,49 +52,53 @@ func labelDecoder(selector labels.Selector) keyDecoder {
 			keys = append(keys, r.Key())
 		}
 	}
-	return newKeyDecoder(keys, "metadata", "labels")
+	return newKeyDecoder(keys)
 }
 
-// keyDecoder decodes the string values of keys in the JSON object at a path:
-// into a struct type made for those keys, which skips every other member of
-// the object unread, where a map would hold them all.
+// keyDecoder decodes the string values of keys in a JSON object: into a
+// struct type made for those keys, which skips every other member of the
+// object unread, where a map would hold them all.
 type keyDecoder struct {
-	keys  []string
-	typ   reflect.Type
-	depth int
+	keys []string
+	typ  reflect.Type
 }
 
-func newKeyDecoder(keys []string, path ...string) keyDecoder {
+func newKeyDecoder(keys []string) keyDecoder {
 	fields := make([]reflect.StructField, len(keys))
 	for i, key := range keys {
 		// Label keys and this webhook's annotation keys hold no quote or comma, which a tag cannot.
 		fields[i] = reflect.StructField{Name: "K" + strconv.Itoa(i), Type: reflect.TypeFor[*string](),
 			Tag: reflect.StructTag(`json:"` + key + `"`)}
 	}
-	typ := reflect.StructOf(fields)
-	for _, name := range slices.Backward(path) {
-		typ = reflect.StructOf([]reflect.StructField{{Name: "K", Type: typ, Tag: reflect.StructTag(`json:"` + name + `"`)}})
-	}
-	return keyDecoder{keys: keys, typ: typ, depth: len(path)}
+	return keyDecoder{keys: keys, typ: reflect.StructOf(fields)}
 }
 
-// decode returns the keys' values found in raw.
+// decode returns the keys' values found in the JSON object raw; none when raw is empty or null.
 func (d keyDecoder) decode(raw []byte) (map[string]string, error) {
+	found := map[string]string{}
+	if len(raw) == 0 {
+		return found, nil
+	}
 	decoded := reflect.New(d.typ)
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, decoded.Interface()); err != nil {
 		return nil, err
 	}
-	values := decoded.Elem()
-	for range d.depth {
-		values = values.Field(0)
-	}
-	found := map[string]string{}
 	for i, key := range d.keys {
-		if value := values.Field(i).Interface().(*string); value != nil {
+		if value := decoded.Elem().Field(i).Interface().(*string); value != nil {
 			found[key] = *value
 		}
 	}
 	return found, nil
+}
+
+// rawObject is a JSON value as it was sent, kept by reference to the input
+// being decoded: decodeJob reads it before it returns, while the input is alive.
+type rawObject []byte
+
+// UnmarshalJSON keeps data.
+func (r *rawObject) UnmarshalJSON(data []byte) error {
+	*r = data
+	return nil
 }
 
 // annotations decodes the annotations Decide reads, made once: reflect.StructOf costs more than a decode.
