@@ -311,7 +311,7 @@ func serve(dir, name string) func(args ...string) attack {
 	Expect(err).NotTo(HaveOccurred())
 	targets, results, metrics := filepath.Join(dir, name+".targets"), filepath.Join(dir, name+".bin"), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	Expect(os.WriteFile(targets, append(target, '\n'), 0o600)).To(Succeed()) // one target a line
-	Eventually(func(g Gomega) { processMetrics(g, metrics) }).Should(Succeed())
+	Eventually(func(g Gomega) { processMetrics(g, metrics) }).WithTimeout(30 * time.Second).Should(Succeed()) // a busy machine starts it slowly
 	return func(args ...string) attack {
 		cpu, _ := processMetrics(Default, metrics)
 		vegeta(append([]string{"attack", "-format=json", "-targets=" + targets, "-root-certs=" + filepath.Join(dir, "ca.crt"),
