@@ -21,8 +21,10 @@ import (
 const (
 	// MaxConns bounds the webhook's open connections. The API servers keep
 	// a few keep-alive connections each, and at most MaxInFlight requests
-	// are answered at once.
-	MaxConns = 256
+	// are answered at once; the rest is room for slow clients' connections
+	// (which hold no body memory while they wait, see MaxBufferedBytes)
+	// before a new connection of the API server's waits behind them.
+	MaxConns = 512
 
 	// MaxClientHelloBytes bounds a TLS ClientHello. Browsers and Go's own
 	// client send under 2 KiB, post-quantum key shares included; crypto/tls
@@ -35,8 +37,8 @@ const (
 	// connection refused a header holds its place for half a second
 	// (net/http waits for the client to read the refusal): room for a
 	// flood of them beside the kubelet. The three ports' bounds together
-	// stay below a file-descriptor limit of 1,024.
-	MaxProbeConns = 256
+	// leave a hundred of a file-descriptor limit of 1,024.
+	MaxProbeConns = 192
 
 	// MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few
 	// hundred bytes (a bearer token at most).

@@ -18,10 +18,12 @@ const MemoryLimitEnv = "MEMORY_LIMIT"
 // runtime's soft limit (GOMEMLIMIT) is set to. The soft limit counts only
 // the Go heap, stacks and runtime; the rest of the resident memory (the
 // binary's pages, about 25 MiB measured, and the kernel's socket buffers,
-// which the cgroup charges too) needs the remaining fifth. With the soft limit the
+// which the cgroup charges too) needs the other half, with a margin below
+// the limit keeps the kernel's OOM killer away. With the soft limit the
 // garbage collector runs harder as the heap nears it, instead of letting
-// garbage grow to twice the live heap and the kernel kill the process.
-const MemoryLimitRatio = 0.8
+// garbage grow to twice the live heap; the heap live under make soak's
+// attacks is a few tens of MiB, well below it.
+const MemoryLimitRatio = 0.5
 
 // SetMemoryLimit sets the Go runtime's soft memory limit to MemoryLimitRatio
 // of containerLimit, a quantity such as "134217728" or "128Mi", and returns

@@ -13,8 +13,8 @@ func TestSetMemoryLimit(t *testing.T) {
 		want                             int64
 		wantErr                          bool
 	}{
-		{name: "the downward API's bytes", containerLimit: "134217728", want: 107374182},
-		{name: "a quantity", containerLimit: "128Mi", want: 107374182},
+		{name: "the downward API's bytes", containerLimit: "134217728", want: 67108864},
+		{name: "a quantity", containerLimit: "128Mi", want: 67108864},
 		{name: "no limit", containerLimit: ""},
 		{name: "GOMEMLIMIT set wins", containerLimit: "128Mi", gomemlimit: "90MiB"},
 		{name: "not a quantity", containerLimit: "lots", wantErr: true},
