@@ -310,7 +310,7 @@ func serve(dir, name string) func(args ...string) attack {
 		"body": fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob("v1"), admissionv1.Create), "header": http.Header{"Content-Type": {"application/json"}}})
 	Expect(err).NotTo(HaveOccurred())
 	targets, results, metrics := filepath.Join(dir, name+".targets"), filepath.Join(dir, name+".bin"), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	Expect(os.WriteFile(targets, append(target, '\n'), 0o600)).To(Succeed()) // one target a line
+	Expect(os.WriteFile(targets, append(target, '\n'), 0o600)).To(Succeed())                                  // one target a line
 	Eventually(func(g Gomega) { processMetrics(g, metrics) }).WithTimeout(30 * time.Second).Should(Succeed()) // a busy machine starts it slowly
 	return func(args ...string) attack {
 		cpu, _ := processMetrics(Default, metrics)
