@@ -2,10 +2,12 @@
 //
 // It is the whole of the webhook's logic and has no client, no HTTP and no
 // global state: Decide takes the parts of an MPIJob it reads (a Job, decoded
-// from kubeflow.org/v1 or v2beta1, which share the paths involved) and the
-// Options, and returns a Decision that carries the JSON patch to apply. The
-// admission handler, the preview command and the tests all call Decide, so
-// what a user previews is what the server does.
+// from kubeflow.org/v1 or v2beta1, which share the paths involved, by
+// DecodeJob, which skips everything else unallocated) and the Options, and
+// returns a Decision that carries the JSON patch to apply. A Decider decides
+// on a whole admission request: which requests are MPIJob creations, the
+// decode, then Decide. The admission handler, the preview command and the
+// tests all go through it, so what a user previews is what the server does.
 //
 // Flyte copies one pod spec into the Launcher and the Worker, and writes a
 // worker command that the task declares into the worker container's args,

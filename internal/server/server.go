@@ -4,8 +4,10 @@
 // all build it with New, so the tests run the same server a cluster does and
 // the benchmark compares handlers on the same plumbing.
 //
-// The server bounds what any client can make it hold (limits.go), and on
-// shutdown turns unready, drains and finishes the requests in flight.
+// The server bounds what any client can make it hold: connections and
+// ClientHellos (listen.go), TLS handshakes (handshake.go), bodies and
+// requests in flight (limits.go), log lines (logging.go); and on shutdown
+// it turns unready, drains and finishes the requests in flight.
 package server
 
 import (
