@@ -240,11 +240,7 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		// and wakes the read below; the limiter cuts only a body still arriving.
 		b := &body{length: r.ContentLength, cut: func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) }}
 		if err := l.admit(b); err != nil {
-			status := http.StatusServiceUnavailable
-			if errors.Is(err, errTooSlow) {
-				status = http.StatusRequestTimeout
-			}
-			refuse(w, status, err)
+			refuse(w, refusal(err), err)
 			return
 		}
 		defer l.release(b)
@@ -253,21 +249,30 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		if _, err := io.ReadFull(r.Body, buf); err != nil {
 			switch {
 			case l.wasCut(b):
-				refuse(w, http.StatusServiceUnavailable, errCut)
+				refuse(w, refusal(errCut), errCut)
 			case errors.Is(err, os.ErrDeadlineExceeded):
-				refuse(w, http.StatusRequestTimeout, errTooSlow)
+				refuse(w, refusal(errTooSlow), errTooSlow)
 			default:
 				refuse(w, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
 			}
 			return
 		}
 		if err := l.arrived(b); err != nil {
-			refuse(w, http.StatusServiceUnavailable, err)
+			refuse(w, refusal(err), err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(buf))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refusal is the status of a refusal of the limiter's: 408 for a body that
+// did not arrive, or find room, in time; 503 when there was no room.
+func refusal(err error) int {
+	if errors.Is(err, errTooSlow) {
+		return http.StatusRequestTimeout
+	}
+	return http.StatusServiceUnavailable
 }
 
 // refuse answers a request the limiter will not pass on. The body is not
