@@ -146,15 +146,16 @@ image: ## Build the image IMAGE_REPOSITORY:VERSION for linux/amd64 and linux/arm
 	@cat $(IMAGE_TAR:.tar=.ref)
 
 .PHONY: image-check
-image-check: image ## Check make image's tarball: nonroot, /webhook, both platforms, no shell, the Dockerfile's flags, a second build's digest the same (hack/image), and skopeo reads it as docker load and ctr import do.
+image-check: image ## Check make image's tarball: nonroot, /webhook, both platforms, no shell, the Dockerfile's flags, a second build's digest the same (hack/image); skopeo reads it; a containerd of its own imports and runs it.
 	IMAGE_ARCHIVE="$(abspath $(IMAGE_TAR))" $(GO) -C hack/image test -count=1 ./...
-	@command -v skopeo >/dev/null || { echo "image-check: no skopeo; apt-get install -y skopeo" >&2; exit 1; }
+	@command -v skopeo >/dev/null || { echo "image-check: no skopeo; apt-get install -y skopeo containerd" >&2; exit 1; }
 	skopeo inspect --raw oci-archive:$(IMAGE_TAR) | grep '"application/vnd.oci.image.index.v1+json"' >/dev/null
 	for arch in amd64 arm64; do \
 		skopeo --override-os linux --override-arch $$arch inspect --config oci-archive:$(IMAGE_TAR) \
 			| grep "\"architecture\": \"$$arch\"" >/dev/null || { echo "skopeo: no linux/$$arch image in $(IMAGE_TAR)" >&2; exit 1; }; \
 	done
 	skopeo inspect --config docker-archive:$(IMAGE_TAR) | grep '"User": "65532:65532"' >/dev/null
+	hack/image/containerd-check.sh $(IMAGE_TAR) $(IMAGE_REPOSITORY):$(VERSION) $(VERSION)
 
 .PHONY: run
 run: build bin/certs/tls.crt ## Run the webhook locally, with a self-signed certificate from bin/certs.
