@@ -279,8 +279,7 @@ build-installer: kustomize ## Write config/INSTALL, with image IMG (required but
 # A release's version: v, then semver (https://semver.org), no build metadata
 # (an image tag has no +).
 SEMVER_RE = ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$$
-HELM ?= $(LOCALBIN)/helm
-CHART_DIR = charts/flyte-mpi-webhook
+CHART_DIR ?= charts/flyte-mpi-webhook
 # What make release writes into dist/, besides SHA256SUMS.
 RELEASE_IMAGE_TAR = dist/flyte-mpi-webhook-$(VERSION)-image.tar
 RELEASE_CHART = dist/flyte-mpi-webhook-$(VERSION:v%=%).tgz
@@ -290,7 +289,8 @@ RELEASE_INSTALLERS = dist/install.yaml dist/install-policy-only.yaml dist/instal
 release: kustomize ## Write release VERSION (vX.Y.Z) into dist/: the image tarball, the chart, the one-file install of each mode with the image pinned to VERSION, and SHA256SUMS.
 	@[[ "$(VERSION)" =~ $(SEMVER_RE) ]] || { \
 		echo "VERSION=$(VERSION): want a release version, v and then semver without build metadata, such as VERSION=v0.1.0 or VERSION=v0.2.0-rc.1" >&2; exit 1; }
-	@[ -x "$(HELM)" ] || { echo "$(HELM): no Helm to package $(CHART_DIR) with; make helm builds it, or set HELM" >&2; exit 1; }
+	@[ -f $(CHART_DIR)/Chart.yaml ] || { echo "$(CHART_DIR)/Chart.yaml: no chart to package" >&2; exit 1; }
+	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
 	@mkdir -p dist
 	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_TAR=$(RELEASE_IMAGE_TAR)
 	for install in $(INSTALLS); do \
@@ -357,6 +357,21 @@ benchstat: $(LOCALBIN) ## Build bin/benchstat, which make bench runs on the in-p
 .PHONY: vegeta
 vegeta: $(LOCALBIN) ## Build bin/vegeta, the load generator of make bench.
 	$(call go-build-tool,$(VEGETA),github.com/tsenart/vegeta/v12,$(VEGETA_VERSION))
+
+# The Helm CLI that make release packages the chart with, pinned by
+# hack/helm/go.mod: a module of its own, for Helm's many dependencies.
+HELM ?= $(LOCALBIN)/helm
+HELM_VERSION ?= $(shell $(GO) -C hack/helm list -m -f '{{.Version}}' helm.sh/helm/v3)
+
+.PHONY: helm
+helm: $(LOCALBIN) ## Build bin/helm, with which make release packages the chart.
+	@[ -f "$(HELM)-$(HELM_VERSION)" ] && [ "$$(readlink -- "$(HELM)" 2>/dev/null)" = "$(HELM)-$(HELM_VERSION)" ] || { \
+	set -e; \
+	echo "Building helm.sh/helm/v3@$(HELM_VERSION) into $(HELM)"; \
+	rm -f "$(HELM)"; \
+	$(GO) -C hack/helm build -o "$(HELM)-$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm; \
+	ln -sf "$(HELM)-$(HELM_VERSION)" "$(HELM)"; \
+	}
 
 # go-build-tool builds package $(2) of hack/tools at version $(3) into
 # $(1)-$(3), and links $(1) to it, unless that is done already: kubebuilder's
