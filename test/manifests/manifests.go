@@ -28,6 +28,10 @@ import (
 // image ghcr.io/flyteorg/flyte-mpi-webhook=IMG` would.
 const ImageName = "ghcr.io/flyteorg/flyte-mpi-webhook"
 
+// ImageTag is the tag config/manager pins: the newest release of
+// CHANGELOG.md (TestRenderSetsTheImage holds the three equal).
+const ImageTag = "v0.1.0"
+
 // KustomizeEnv names the environment variable that holds the kustomize
 // binary's path; the Makefile sets it. When it is empty, Render runs
 // bin/kustomize of the repository that holds the working directory.

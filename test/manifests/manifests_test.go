@@ -48,12 +48,15 @@ func TestRenderSetsTheImage(t *testing.T) {
 		image string
 		want  string
 	}{
-		{image: "", want: manifests.ImageName + ":" + newestRelease(t)},
+		{image: "", want: manifests.ImageName + ":" + manifests.ImageTag},
 		{image: "flyte-mpi-webhook:v0.1.0", want: "flyte-mpi-webhook:v0.1.0"},
 		// As `kustomize edit set image NAME=my-org/flyte-mpi-webhook`: the tag stays.
 		{image: "my-org/flyte-mpi-webhook", want: "my-org/flyte-mpi-webhook:" + newestRelease(t)},
 		{image: "localhost:5000/my-org/flyte-mpi-webhook:v0.1.0", want: "localhost:5000/my-org/flyte-mpi-webhook:v0.1.0"},
 		{image: "my-org/flyte-mpi-webhook@" + digest, want: "my-org/flyte-mpi-webhook@" + digest},
+	}
+	if newest := newestRelease(t); manifests.ImageTag != newest {
+		t.Errorf("manifests.ImageTag %s, CHANGELOG.md's newest release %s: want the same", manifests.ImageTag, newest)
 	}
 	for _, tt := range tests {
 		t.Run(tt.image, func(t *testing.T) {
