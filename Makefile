@@ -155,6 +155,11 @@ image-check: image ## Check make image's tarball: nonroot, /webhook, both platfo
 			| grep "\"architecture\": \"$$arch\"" >/dev/null || { echo "skopeo: no linux/$$arch image in $(IMAGE_TAR)" >&2; exit 1; }; \
 	done
 	skopeo inspect --config docker-archive:$(IMAGE_TAR) | grep '"User": "65532:65532"' >/dev/null
+	@# A push keeps the digest make image printed: skopeo copies the index unchanged.
+	copy=$$(mktemp -d) && trap 'rm -rf "$$copy"' EXIT && \
+	skopeo copy --quiet --all --preserve-digests oci-archive:$(IMAGE_TAR) oci:$$copy/layout:check && \
+	grep "$$(sed 's/.*@//' $(IMAGE_TAR:.tar=.ref))" "$$copy/layout/index.json" >/dev/null || \
+	{ echo "skopeo copy --all --preserve-digests: not the digest of $(IMAGE_TAR:.tar=.ref)" >&2; exit 1; }
 	hack/image/containerd-check.sh $(IMAGE_TAR) $(IMAGE_REPOSITORY):$(VERSION) $(VERSION)
 
 .PHONY: run

@@ -95,7 +95,7 @@ func (b Build) Index(workDir string) (v1.ImageIndex, error) {
 			return nil, fmt.Errorf("image for %s/%s: %w", platform.OS, platform.Architecture, err)
 		}
 		index = mutate.AppendManifests(index, mutate.IndexAddendum{
-			Add:        img,
+			Add:        plainImage{img},
 			Descriptor: v1.Descriptor{Platform: &platform},
 		})
 	}
@@ -199,3 +199,12 @@ func (b Build) layerTar(binary string) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// plainImage is an image whose descriptor in the index has no artifactType:
+// go-containerregistry gives every image one (its config's media type),
+// which the image-spec keeps for artifacts, and with which skopeo 1.9 cannot
+// copy the index without rewriting it, and so changing its digest.
+type plainImage struct{ v1.Image }
+
+// ArtifactType is empty: an image, not an artifact.
+func (plainImage) ArtifactType() (string, error) { return "", nil }

@@ -152,6 +152,9 @@ func TestImage(t *testing.T) {
 	var platforms []v1.Platform
 	for _, desc := range manifest.Manifests {
 		platforms = append(platforms, *desc.Platform)
+		if desc.ArtifactType != "" {
+			t.Errorf("%s: artifactType %s, want none: an image, not an artifact", desc.Platform, desc.ArtifactType)
+		}
 		img, err := images.Image(desc.Digest)
 		if err != nil {
 			t.Fatal(err)
