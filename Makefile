@@ -142,7 +142,7 @@ testdata-check: ## Fail, with a diff, when testdata/flyte is not what hack/flyte
 ##@ Chart
 
 # The Helm chart, and the module of its tests (the Helm 3 and Helm 4 SDKs).
-CHART_DIR = charts/flyte-mpi-webhook
+CHART_DIR ?= charts/flyte-mpi-webhook
 
 .PHONY: test-chart
 test-chart: kustomize chart-docs-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.

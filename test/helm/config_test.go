@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
@@ -48,10 +49,11 @@ func TestOneTruthWithConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		repository, tag := configImage(t, kustomized)
 		for _, source := range []string{"certManager", "generate"} {
 			t.Run(mode+", certificates "+source+", against config/"+dir, func(t *testing.T) {
-				// config/'s placeholder image, which the chart never has by default.
-				chart, err := Render(values("mode", mode, "certificates.source", source, "image.repository", "controller", "image.tag", "latest"),
+				// config/'s image: the chart has none by default.
+				chart, err := Render(values("mode", mode, "certificates.source", source, "image.repository", repository, "image.tag", tag),
 					MutatingAdmissionPolicyAPI, CertManagerAPI)
 				if err != nil {
 					t.Fatal(err)
@@ -90,6 +92,38 @@ func TestOneTruthWithConfig(t *testing.T) {
 			})
 		}
 	}
+}
+
+// configImage returns the repository and tag of the image config/'s
+// Deployment runs (any, for an install without one). A release's tag (vX.Y.Z)
+// must be the chart's appVersion, the tag the chart defaults to.
+func configImage(t *testing.T, m *manifests.Manifests) (repository, tag string) {
+	t.Helper()
+	deployment, err := m.Find("Deployment")
+	if err != nil {
+		return "registry.example/flyte-mpi-webhook", "v0.0.0"
+	}
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	image, _, _ := unstructured.NestedString(containers[0].(map[string]any), "image")
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		repository, tag = image[:i], image[i+1:]
+	} else {
+		repository, tag = image, "latest"
+	}
+	if strings.HasPrefix(tag, "v") {
+		dir, err := ChartDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		chart, err := loader.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if chart.Metadata.AppVersion != tag {
+			t.Errorf("config/ runs release %s, the chart's appVersion is %s: make release sets both", tag, chart.Metadata.AppVersion)
+		}
+	}
+	return repository, tag
 }
 
 // byName returns m's objects that keep returns true for, by Kind/name, each
