@@ -181,6 +181,26 @@ testdata: ## Regenerate testdata/flyte: MPIJobs built by Flyte's own backend (ha
 testdata-check: ## Fail, with a diff, when testdata/flyte is not what hack/flyte-testdata generates.
 	hack/flyte-testdata.sh check testdata/flyte
 
+##@ Chart
+
+# The Helm chart, and the module of its tests (the Helm 3 and Helm 4 SDKs).
+CHART_DIR ?= charts/flyte-mpi-webhook
+
+.PHONY: test-chart
+test-chart: kustomize chart-docs-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
+	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 ./... $(TEST_CHART_ARGS)
+
+.PHONY: chart-docs
+chart-docs: helm-docs ## Write the chart's README.md from README.md.gotmpl and the comments in values.yaml.
+	$(HELM_DOCS) --chart-search-root $(dir $(CHART_DIR)) --template-files README.md.gotmpl
+
+.PHONY: chart-docs-check
+chart-docs-check: helm-docs ## Fail, with a diff, when the chart's README.md is not what make chart-docs writes.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cp -r $(CHART_DIR) "$$tmp/" && \
+	$(HELM_DOCS) --log-level warning --chart-search-root "$$tmp" --template-files README.md.gotmpl && \
+	diff -u $(CHART_DIR)/README.md "$$tmp/$(notdir $(CHART_DIR))/README.md" || \
+	{ echo "$(CHART_DIR)/README.md is stale: run make chart-docs"; exit 1; }
+
 ##@ End to end
 
 .PHONY: test-e2e
@@ -345,7 +365,7 @@ BENCHSTAT_VERSION ?= $(call tool-version,golang.org/x/perf)
 VEGETA_VERSION ?= $(call tool-version,github.com/tsenart/vegeta/v12)
 
 .PHONY: tools
-tools: kustomize golangci-lint benchstat vegeta ## Build every tool below into bin/.
+tools: kustomize golangci-lint benchstat vegeta helm-docs ## Build every tool below into bin/.
 
 .PHONY: kustomize
 kustomize: $(LOCALBIN) ## Build bin/kustomize, which renders config/ (deploy, the manifests tests, envtest).
@@ -363,30 +383,32 @@ benchstat: $(LOCALBIN) ## Build bin/benchstat, which make bench runs on the in-p
 vegeta: $(LOCALBIN) ## Build bin/vegeta, the load generator of make bench.
 	$(call go-build-tool,$(VEGETA),github.com/tsenart/vegeta/v12,$(VEGETA_VERSION))
 
-# The Helm CLI that make release packages the chart with, pinned by
-# hack/helm/go.mod: a module of its own, for Helm's many dependencies.
+# The Helm CLI, with which make release packages the chart, and helm-docs,
+# which writes the chart's README: each pinned by a module of its own
+# (hack/helm, hack/helm-docs), for Helm's many dependencies.
 HELM ?= $(LOCALBIN)/helm
 HELM_VERSION ?= $(shell $(GO) -C hack/helm list -m -f '{{.Version}}' helm.sh/helm/v3)
+HELM_DOCS ?= $(LOCALBIN)/helm-docs
+HELM_DOCS_VERSION ?= $(shell $(GO) -C hack/helm-docs list -m -f '{{.Version}}' github.com/norwoodj/helm-docs)
 
 .PHONY: helm
 helm: $(LOCALBIN) ## Build bin/helm, with which make release packages the chart.
-	@[ -f "$(HELM)-$(HELM_VERSION)" ] && [ "$$(readlink -- "$(HELM)" 2>/dev/null)" = "$(HELM)-$(HELM_VERSION)" ] || { \
-	set -e; \
-	echo "Building helm.sh/helm/v3@$(HELM_VERSION) into $(HELM)"; \
-	rm -f "$(HELM)"; \
-	$(GO) -C hack/helm build -o "$(HELM)-$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm; \
-	ln -sf "$(HELM)-$(HELM_VERSION)" "$(HELM)"; \
-	}
+	$(call go-build-tool,$(HELM),helm.sh/helm/v3/cmd/helm,$(HELM_VERSION),hack/helm)
 
-# go-build-tool builds package $(2) of hack/tools at version $(3) into
-# $(1)-$(3), and links $(1) to it, unless that is done already: kubebuilder's
-# go-install-tool, with the version from hack/tools/go.mod.
+.PHONY: helm-docs
+helm-docs: $(LOCALBIN) ## Build bin/helm-docs, which writes the chart's README (make chart-docs).
+	$(call go-build-tool,$(HELM_DOCS),github.com/norwoodj/helm-docs/cmd/helm-docs,$(HELM_DOCS_VERSION),hack/helm-docs)
+
+# go-build-tool builds package $(2) of the tools module $(4) (default
+# hack/tools) at version $(3) into $(1)-$(3), and links $(1) to it, unless that
+# is done already: kubebuilder's go-install-tool, with the version from the
+# module's go.mod.
 define go-build-tool
 @[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$(1)-$(3)" ] || { \
 set -e; \
 echo "Building $(2)@$(3) into $(1)"; \
 rm -f "$(1)"; \
-$(GO) -C hack/tools build -o "$(1)-$(3)" $(2); \
+$(GO) -C $(or $(4),hack/tools) build -o "$(1)-$(3)" $(2); \
 ln -sf "$(1)-$(3)" "$(1)"; \
 }
 endef

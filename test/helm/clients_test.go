@@ -1,0 +1,139 @@
+package helm
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	actionv3 "helm.sh/helm/v3/pkg/action"
+	chartv3 "helm.sh/helm/v3/pkg/chart"
+	loaderv3 "helm.sh/helm/v3/pkg/chart/loader"
+	actionv4 "helm.sh/helm/v4/pkg/action"
+	loaderv4 "helm.sh/helm/v4/pkg/chart/loader"
+	kubev4 "helm.sh/helm/v4/pkg/kube"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// helmTimeout bounds one helm action.
+const helmTimeout = 2 * time.Minute
+
+// helmCLI is what a test does with the chart, as `helm install`, `helm
+// upgrade` and `helm uninstall` of one release do.
+type helmCLI interface {
+	install(values map[string]any) error
+	upgrade(values map[string]any) error
+	uninstall() error
+}
+
+// restClientGetter is what `helm --kubeconfig FILE -n NAMESPACE` uses.
+func restClientGetter(kubeconfig, namespace string) genericclioptions.RESTClientGetter {
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Namespace = &kubeconfig, &namespace
+	return flags
+}
+
+// helm3 drives the Helm 3 SDK (helm.sh/helm/v3), as the helm 3 CLI does:
+// client-side three-way merge patches.
+type helm3 struct {
+	cfg       *actionv3.Configuration
+	namespace string
+}
+
+func newHelm3(kubeconfig, namespace string) (*helm3, error) {
+	cfg := &actionv3.Configuration{}
+	if err := cfg.Init(restClientGetter(kubeconfig, namespace), namespace, "secret", func(string, ...any) {}); err != nil {
+		return nil, fmt.Errorf("helm 3: %w", err)
+	}
+	return &helm3{cfg: cfg, namespace: namespace}, nil
+}
+
+func (h *helm3) install(values map[string]any) error {
+	chart, err := loadChartV3()
+	if err != nil {
+		return err
+	}
+	install := actionv3.NewInstall(h.cfg)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = ReleaseName, h.namespace, true
+	install.Timeout = helmTimeout
+	_, err = install.Run(chart, values)
+	return err
+}
+
+func (h *helm3) upgrade(values map[string]any) error {
+	chart, err := loadChartV3()
+	if err != nil {
+		return err
+	}
+	upgrade := actionv3.NewUpgrade(h.cfg)
+	upgrade.Namespace, upgrade.Timeout = h.namespace, helmTimeout
+	_, err = upgrade.Run(ReleaseName, chart, values)
+	return err
+}
+
+func (h *helm3) uninstall() error {
+	uninstall := actionv3.NewUninstall(h.cfg)
+	uninstall.Timeout = helmTimeout
+	_, err := uninstall.Run(ReleaseName)
+	return err
+}
+
+func loadChartV3() (*chartv3.Chart, error) {
+	dir, err := ChartDir()
+	if err != nil {
+		return nil, err
+	}
+	return loaderv3.Load(dir)
+}
+
+// helm4 drives the Helm 4 SDK (helm.sh/helm/v4), as the helm 4 CLI does:
+// server-side apply.
+type helm4 struct {
+	cfg       *actionv4.Configuration
+	namespace string
+}
+
+func newHelm4(kubeconfig, namespace string) (*helm4, error) {
+	cfg := actionv4.NewConfiguration(actionv4.ConfigurationSetLogger(slog.DiscardHandler))
+	if err := cfg.Init(restClientGetter(kubeconfig, namespace), namespace, "secret"); err != nil {
+		return nil, fmt.Errorf("helm 4: %w", err)
+	}
+	return &helm4{cfg: cfg, namespace: namespace}, nil
+}
+
+func (h *helm4) install(values map[string]any) error {
+	dir, err := ChartDir()
+	if err != nil {
+		return err
+	}
+	chart, err := loaderv4.Load(dir)
+	if err != nil {
+		return err
+	}
+	install := actionv4.NewInstall(h.cfg)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = ReleaseName, h.namespace, true
+	install.Timeout, install.WaitStrategy = helmTimeout, kubev4.HookOnlyStrategy
+	_, err = install.Run(chart, values)
+	return err
+}
+
+func (h *helm4) upgrade(values map[string]any) error {
+	dir, err := ChartDir()
+	if err != nil {
+		return err
+	}
+	chart, err := loaderv4.Load(dir)
+	if err != nil {
+		return err
+	}
+	upgrade := actionv4.NewUpgrade(h.cfg)
+	upgrade.Namespace, upgrade.Timeout, upgrade.WaitStrategy = h.namespace, helmTimeout, kubev4.HookOnlyStrategy
+	_, err = upgrade.Run(ReleaseName, chart, values)
+	return err
+}
+
+func (h *helm4) uninstall() error {
+	uninstall := actionv4.NewUninstall(h.cfg)
+	uninstall.Timeout, uninstall.WaitStrategy = helmTimeout, kubev4.HookOnlyStrategy
+	_, err := uninstall.Run(ReleaseName)
+	return err
+}

@@ -1,0 +1,346 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+)
+
+// admissionTimeout bounds the wait for the API server to apply, or stop
+// applying, a configuration or policy it has just stored.
+const admissionTimeout = 30 * time.Second
+
+// jobsNamespace is where the tests create Flyte's MPIJobs.
+const jobsNamespace = "flyte-jobs"
+
+// storedSource is, for each Flyte-built job of testdata/flyte, the source
+// the webhook's decision gives it with the chart's defaults (the Horovod
+// rule on), as test/envtest's policy specs hold it: none means stored as
+// Flyte made it.
+var storedSource = map[string]mutate.Source{
+	fixtures.HorovodWorkerCommand: mutate.SourceFlyteWorkerArgs, fixtures.HorovodFastRegisterWorkerCommand: mutate.SourceFlyteWorkerArgs,
+	fixtures.HorovodBothCommands: mutate.SourceFlyteWorkerArgs, fixtures.LegacyWorkerSpecCommand: mutate.SourceFlyteWorkerArgs,
+	fixtures.HorovodNoWorkerCommand: mutate.SourceHorovod, fixtures.HorovodLauncherCommand: mutate.SourceHorovod,
+	fixtures.HorovodPodTemplateAnnotation: mutate.SourceTaskCustom, fixtures.HorovodTaskAnnotations: mutate.SourceTaskCustom,
+	fixtures.HorovodLaunchPlanAnnotations: mutate.SourceTaskCustom, fixtures.MPIPlain: mutate.SourceNone,
+}
+
+// sourceIn is the source a job gets in mode: the policy alone reads no
+// annotation, and admits such a job as Flyte made it.
+func sourceIn(mode, job string) mutate.Source {
+	if source := storedSource[job]; mode != "policy" || source != mutate.SourceTaskCustom {
+		return source
+	}
+	return mutate.SourceNone
+}
+
+// helms are the Helm SDKs a release is installed with, each into a
+// namespace of its own: the README's, and another, since any namespace works.
+var helms = []struct {
+	name      string
+	namespace string
+	client    func(kubeconfig, namespace string) (helmCLI, error)
+}{
+	{"helm 3", Namespace, func(k, ns string) (helmCLI, error) { return newHelm3(k, ns) }},
+	{"helm 4", "ml-platform", func(k, ns string) (helmCLI, error) { return newHelm4(k, ns) }},
+}
+
+// TestInstall installs, upgrades and uninstalls the chart in each mode with
+// Helm 3 and Helm 4, into envtest's API server for each MPIJob version, and
+// switches modes with helm upgrade. After each install and upgrade, every
+// job of testdata/flyte is stored as the webhook decides; an upgrade keeps
+// the generated certificate; an uninstall removes every configuration and
+// policy, and keeps the policy's parameter, which each next install of the
+// release takes over.
+func TestInstall(t *testing.T) {
+	ctx := t.Context()
+	for _, version := range []string{"v2beta1", "v1"} {
+		t.Run(version, func(t *testing.T) {
+			c := startCluster(t, version)
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobsNamespace}}
+			if err := c.client.Create(ctx, ns); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range helms {
+				t.Run(h.name, func(t *testing.T) {
+					cli, err := h.client(c.kubeconfig, h.namespace)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, mode := range []string{"webhook", "policy", "both"} {
+						t.Run("install, upgrade, uninstall, mode "+mode, func(t *testing.T) {
+							c.installUpgradeUninstall(ctx, t, cli, h.namespace, mode)
+						})
+					}
+					t.Run("switch modes with helm upgrade", func(t *testing.T) {
+						c.switchModes(ctx, t, cli, h.namespace)
+					})
+					// What helm uninstall kept, as the chart's README says to.
+					kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: ReleaseName + "-horovod-worker-command"}}
+					if err := c.client.Delete(ctx, kept); err != nil {
+						t.Errorf("deleting the ConfigMap helm uninstall kept: %v", err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// installValues are the README's install's values in mode: mode policy
+// needs no image.
+func installValues(mode string) map[string]any {
+	if mode == "policy" {
+		return values("mode", mode)
+	}
+	return withImage("mode", mode)
+}
+
+func runsWebhook(mode string) bool { return mode != "policy" }
+
+func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli helmCLI, namespace, mode string) {
+	if err := cli.install(installValues(mode)); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	stop := func() {}
+	if runsWebhook(mode) {
+		stop = c.runWebhook(ctx, t, namespace)
+	}
+	c.expectJobsStoredAsDecided(ctx, t, mode)
+	caBundle, secret := c.generatedCertificate(ctx, t, namespace, mode)
+
+	upgraded := installValues(mode)
+	upgraded["replicas"] = 3
+	if err := cli.upgrade(upgraded); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	if runsWebhook(mode) {
+		stop() // the rollout: new pods, from the Deployment as upgraded
+		stop = c.runWebhook(ctx, t, namespace)
+	}
+	gotCABundle, gotSecret := c.generatedCertificate(ctx, t, namespace, mode)
+	if caBundle != gotCABundle {
+		t.Errorf("helm upgrade changed the caBundle")
+	}
+	if diff := cmp.Diff(secret, gotSecret); diff != "" {
+		t.Errorf("helm upgrade changed the generated Secret (-before +after):\n%s", diff)
+	}
+	c.expectJobsStoredAsDecided(ctx, t, mode)
+
+	if err := cli.uninstall(); err != nil {
+		t.Fatalf("helm uninstall: %v", err)
+	}
+	stop()
+	c.expectUninstalled(ctx, t, namespace)
+}
+
+// switchModes goes from mode webhook to both, to policy and back to webhook
+// through both, with helm upgrade, as the chart's README gives the order.
+func (c *cluster) switchModes(ctx context.Context, t *testing.T, cli helmCLI, namespace string) {
+	if err := cli.install(installValues("webhook")); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	stop := c.runWebhook(ctx, t, namespace)
+	c.expectJobsStoredAsDecided(ctx, t, "webhook")
+	caBundle, _ := c.generatedCertificate(ctx, t, namespace, "webhook")
+	previous := "webhook"
+	for _, mode := range []string{"both", "policy", "both", "webhook"} {
+		if err := cli.upgrade(withImage("mode", mode)); err != nil {
+			t.Fatalf("helm upgrade from mode %s to %s: %v", previous, mode, err)
+		}
+		stop()
+		if runsWebhook(mode) {
+			stop = c.runWebhook(ctx, t, namespace)
+			// Mode policy has no webhook, and so no certificate to keep.
+			got, _ := c.generatedCertificate(ctx, t, namespace, mode)
+			if runsWebhook(previous) && got != caBundle {
+				t.Errorf("helm upgrade from mode %s to %s changed the caBundle", previous, mode)
+			}
+			caBundle = got
+		}
+		c.expectJobsStoredAsDecided(ctx, t, mode)
+		previous = mode
+	}
+	if err := cli.uninstall(); err != nil {
+		t.Fatalf("helm uninstall: %v", err)
+	}
+	stop()
+	c.expectUninstalled(ctx, t, namespace)
+}
+
+// generatedCertificate returns the caBundle of the webhook's configuration
+// and the data of the Secret the chart generated, when mode runs the webhook.
+func (c *cluster) generatedCertificate(ctx context.Context, t *testing.T, namespace, mode string) (string, map[string][]byte) {
+	t.Helper()
+	if !runsWebhook(mode) {
+		return "", nil
+	}
+	hook := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: ReleaseName + "-mutating-webhook-configuration"}, hook); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ReleaseName + "-webhook-server-cert"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	caBundle := string(hook.Webhooks[0].ClientConfig.CABundle)
+	if caBundle == "" || caBundle != string(secret.Data["ca.crt"]) {
+		t.Fatalf("the caBundle is not the generated Secret's ca.crt")
+	}
+	return caBundle, secret.Data
+}
+
+// expectJobsStoredAsDecided creates every job of testdata/flyte and checks
+// that it is stored as the webhook decides in mode (storedSource). It waits
+// first, with dry-run creations, for the API server to apply what was just
+// installed; then creates each job for real.
+func (c *cluster) expectJobsStoredAsDecided(ctx context.Context, t *testing.T, mode string) {
+	t.Helper()
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, admissionTimeout, true, func(ctx context.Context) (bool, error) {
+		lastErr = c.checkJobs(ctx, mode, client.DryRunAll)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("mode %s: the jobs, dry-run, are not stored as the webhook decides: %v", mode, errors.Join(err, lastErr))
+	}
+	if err := c.checkJobs(ctx, mode); err != nil {
+		t.Fatalf("mode %s: %v", mode, err)
+	}
+	if runsWebhook(mode) {
+		// The API server called the chart's Service, by its cluster IP.
+		service := &corev1.Service{}
+		if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.webhookNamespace(ctx, t), Name: ReleaseName + "-webhook-service"}, service); err != nil {
+			t.Fatal(err)
+		}
+		if want := service.Spec.ClusterIP + ":443"; !slices.Contains(c.proxy.asked(), want) {
+			t.Errorf("the API server never connected to the Service at %s; it asked for %v", want, c.proxy.asked())
+		}
+	}
+}
+
+// webhookNamespace is the namespace of the webhook configuration's Service.
+func (c *cluster) webhookNamespace(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	hook := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: ReleaseName + "-mutating-webhook-configuration"}, hook); err != nil {
+		t.Fatal(err)
+	}
+	return hook.Webhooks[0].ClientConfig.Service.Namespace
+}
+
+// checkJobs creates each job of testdata/flyte, with opts, and returns an
+// error naming those not stored as decided.
+func (c *cluster) checkJobs(ctx context.Context, mode string, opts ...client.CreateOption) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(storedSource)) {
+		job, err := fixtures.FlyteJob(c.version, name)
+		if err != nil {
+			return err
+		}
+		job.SetNamespace(jobsNamespace)
+		job.SetGenerateName(job.GetName() + "-")
+		job.SetName("")
+		sent := job.DeepCopy()
+		if err := c.client.Create(ctx, job, opts...); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		if err := storedAsDecided(job, sent, sourceIn(mode, name)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// storedAsDecided checks that stored, the job sent as sent, carries source
+// and runs sshd on its workers; or, for no source, has the workers as sent.
+func storedAsDecided(stored, sent *unstructured.Unstructured, source mutate.Source) error {
+	path := []string{"spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers"}
+	containers, _, _ := unstructured.NestedSlice(stored.Object, path...)
+	gotSource := stored.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
+	if source == mutate.SourceNone {
+		sentContainers, _, _ := unstructured.NestedSlice(sent.Object, path...)
+		if gotSource != "" {
+			return fmt.Errorf("stored with source %q, want as Flyte made it", gotSource)
+		}
+		if diff := cmp.Diff(sentContainers, containers); diff != "" {
+			return fmt.Errorf("the workers changed (-sent +stored):\n%s", diff)
+		}
+		return nil
+	}
+	if gotSource != string(source) {
+		return fmt.Errorf("stored with source %q, want %q", gotSource, source)
+	}
+	first, _ := containers[0].(map[string]any)
+	command, _, _ := unstructured.NestedStringSlice(first, "command")
+	if diff := cmp.Diff(fixtures.SSHD, command); diff != "" || first["args"] != nil {
+		return fmt.Errorf("the worker's first container: command %q, args %v; want command %q and no args", command, first["args"], fixtures.SSHD)
+	}
+	return nil
+}
+
+// expectUninstalled checks that the release left no webhook configuration
+// and no policy, that the policy's parameter stays (resource-policy keep),
+// and that Flyte's jobs are stored as Flyte made them once the API server
+// has let go of them. The kept parameter stays, for the next install of the
+// release to take over.
+func (c *cluster) expectUninstalled(ctx context.Context, t *testing.T, namespace string) {
+	t.Helper()
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ReleaseName + "-mutating-webhook-configuration"}},
+		&admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: ReleaseName + "-worker-command"}},
+		&admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: ReleaseName + "-worker-command"}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: ReleaseName + "-warnings"}},
+	} {
+		if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			t.Errorf("after helm uninstall, %T %s: want NotFound, got %v", obj, obj.GetName(), err)
+		}
+	}
+	kept := &corev1.ConfigMap{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ReleaseName + "-horovod-worker-command"}, kept); err != nil {
+		t.Errorf("helm uninstall did not keep the policy's parameter: %v", err)
+	}
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, admissionTimeout, true, func(ctx context.Context) (bool, error) {
+		lastErr = c.checkJobsUnchanged(ctx)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		t.Errorf("after helm uninstall, Flyte's jobs are not stored as Flyte made them: %v", errors.Join(err, lastErr))
+	}
+}
+
+// checkJobsUnchanged dry-runs every job and returns an error unless each is stored as sent.
+func (c *cluster) checkJobsUnchanged(ctx context.Context) error {
+	var errs []error
+	for name := range storedSource {
+		job, err := fixtures.FlyteJob(c.version, name)
+		if err != nil {
+			return err
+		}
+		job.SetNamespace(jobsNamespace)
+		sent := job.DeepCopy()
+		if err := c.client.Create(ctx, job, client.DryRunAll); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		} else if err := storedAsDecided(job, sent, mutate.SourceNone); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

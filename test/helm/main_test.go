@@ -1,0 +1,16 @@
+package helm
+
+import (
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+func TestMain(m *testing.M) {
+	// The API server's warnings (the policies') reach controller-runtime's
+	// logger, which would otherwise complain, with a stack, that none is set.
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
