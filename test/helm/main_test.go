@@ -2,6 +2,7 @@ package helm
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -12,5 +13,9 @@ func TestMain(m *testing.M) {
 	// The API server's warnings (the policies') reach controller-runtime's
 	// logger, which would otherwise complain, with a stack, that none is set.
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(m.Run())
+	code := m.Run()
+	if webhookBinary != "" {
+		_ = os.RemoveAll(filepath.Dir(webhookBinary))
+	}
+	os.Exit(code)
 }
