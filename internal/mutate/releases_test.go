@@ -27,7 +27,7 @@ type releaseDecision struct {
 
 // flyteReleases are the Flyte releases whose backend built testdata/flyte
 // (hack/flyte-testdata and hack/flyte-testdata/releases), oldest first.
-var flyteReleases = []string{"v1.9.12", fixtures.NewestFlyteRelease}
+var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.16.7", fixtures.NewestFlyteRelease}
 
 // releaseDifference is a release whose decision on a task differs from
 // every other release's, and why.
@@ -39,14 +39,20 @@ type releaseDifference struct {
 // releaseDifferences are the expected differences, by release and task.
 // Anything else that differs between releases fails the test.
 var releaseDifferences = map[string]map[string]releaseDifference{
-	"v1.9.12": {
-		fixtures.HorovodTaskAnnotations: {
-			want: releaseDecision{Outcome: OutcomeMutated, Source: SourceHorovod, Container: 0, Command: fixtures.SSHD},
-			reason: "flyteidl v1.9.12's TaskMetadata has no metadata field, so @task(annotations=...) never reaches " +
-				"the MPIJob (flytepropeller v1.9.12 adds no task annotations either); the task declares no worker " +
-				"command, so config/default's Horovod rule gives the same sshd",
-		},
-	},
+	"v1.9.12": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.9.12")},
+	"v1.10.6": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.10.6")},
+}
+
+// taskAnnotationsDropped is the difference of a release older than
+// flyteorg/flyte#6421 (Flyte 1.16) on the task that carries the
+// task-custom annotation in @task(annotations=...).
+func taskAnnotationsDropped(release string) releaseDifference {
+	return releaseDifference{
+		want: releaseDecision{Outcome: OutcomeMutated, Source: SourceHorovod, Container: 0, Command: fixtures.SSHD},
+		reason: "flyteidl " + release + "'s TaskMetadata has no metadata field, so @task(annotations=...) never reaches " +
+			"the MPIJob (nor did flytepropeller add task annotations before flyteorg/flyte#6421); the task declares " +
+			"no worker command, so config/default's Horovod rule gives the same sshd, from another source",
+	}
 }
 
 // TestFlyteReleases holds the webhook's decision on the MPIJob that each
