@@ -2,7 +2,10 @@ package mutate
 
 import (
 	"encoding/json"
+	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
@@ -70,6 +73,9 @@ func TestFlyteReleases(t *testing.T) {
 	if diff := cmp.Diff(flyteReleases, releases); diff != "" {
 		t.Fatalf("the releases of testdata/flyte are not the ones this test knows (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(flyteReleases, documentedReleases(t)); diff != "" {
+		t.Errorf("docs/COMPATIBILITY.md's Flyte rows are not the releases this test measures (-measured +documented):\n%s", diff)
+	}
 	opts := DefaultOptions()
 	opts.HorovodCommand = fixtures.SSHD // as config/default runs it
 	decider := NewDecider(opts)
@@ -136,6 +142,30 @@ func TestFlyteReleases(t *testing.T) {
 			})
 		}
 	}
+}
+
+// documentedRow is a Flyte row of docs/COMPATIBILITY.md's table: "| 1.16.8 | ...".
+var documentedRow = regexp.MustCompile(`^\| (\d+\.\d+\.\d+) \|`)
+
+// documentedReleases returns the releases of docs/COMPATIBILITY.md's Flyte
+// rows, oldest first, as v-prefixed versions.
+func documentedReleases(t *testing.T) []string {
+	t.Helper()
+	path, err := fixtures.Path("docs", "COMPATIBILITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var releases []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := documentedRow.FindStringSubmatch(line); m != nil {
+			releases = append([]string{"v" + m[1]}, releases...) // the table lists the newest first
+		}
+	}
+	return releases
 }
 
 // storedWorker applies the decision's patch to the MPIJob sent and returns
