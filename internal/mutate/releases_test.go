@@ -30,7 +30,7 @@ type releaseDecision struct {
 
 // flyteReleases are the Flyte releases whose backend built testdata/flyte
 // (hack/flyte-testdata and hack/flyte-testdata/releases), oldest first.
-var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.13.0", "v1.14.0", "v1.16.7", fixtures.NewestFlyteRelease}
+var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.13.0", "v1.14.0", "v1.14.1", "v1.16.7", fixtures.NewestFlyteRelease}
 
 // releaseDifference is a release whose decision on a task differs from
 // every other release's, and why.
@@ -46,6 +46,7 @@ var releaseDifferences = map[string]map[string]releaseDifference{
 	"v1.10.6": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.10.6")},
 	"v1.13.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.13.0")},
 	"v1.14.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.0")},
+	"v1.14.1": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.1")},
 }
 
 // taskAnnotationsDropped is the difference of a release older than

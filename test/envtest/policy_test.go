@@ -74,6 +74,7 @@ var releaseSources = map[string]map[string]mutate.Source{
 	"v1.10.6": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
 	"v1.13.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
 	"v1.14.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.14.1": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
 }
 
 // releasePolicyCases are the kubeflow.org/v1 jobs that the older Flyte
