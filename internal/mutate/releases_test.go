@@ -30,7 +30,7 @@ type releaseDecision struct {
 
 // flyteReleases are the Flyte releases whose backend built testdata/flyte
 // (hack/flyte-testdata and hack/flyte-testdata/releases), oldest first.
-var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.13.0", "v1.14.0", "v1.14.1", "v1.16.7", fixtures.NewestFlyteRelease}
+var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.13.0", "v1.14.0", "v1.14.1", "v1.15.2", "v1.15.3", "v1.16.7", fixtures.NewestFlyteRelease}
 
 // releaseDifference is a release whose decision on a task differs from
 // every other release's, and why.
@@ -47,6 +47,8 @@ var releaseDifferences = map[string]map[string]releaseDifference{
 	"v1.13.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.13.0")},
 	"v1.14.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.0")},
 	"v1.14.1": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.1")},
+	"v1.15.2": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.15.2")},
+	"v1.15.3": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.15.3")},
 }
 
 // taskAnnotationsDropped is the difference of a release older than
@@ -83,19 +85,19 @@ func TestFlyteReleases(t *testing.T) {
 	opts.HorovodCommand = fixtures.SSHD // as config/default runs it
 	decider := NewDecider(opts)
 
-	sshd := func(source Source) releaseDecision {
+	runsSSHD := func(source Source) releaseDecision {
 		return releaseDecision{Outcome: OutcomeMutated, Source: source, Container: 0, Command: fixtures.SSHD}
 	}
 	tasks := map[string]releaseDecision{
-		fixtures.HorovodWorkerCommand:             sshd(SourceFlyteWorkerArgs),
-		fixtures.HorovodFastRegisterWorkerCommand: sshd(SourceFlyteWorkerArgs),
-		fixtures.HorovodBothCommands:              sshd(SourceFlyteWorkerArgs),
-		fixtures.LegacyWorkerSpecCommand:          sshd(SourceFlyteWorkerArgs),
-		fixtures.HorovodNoWorkerCommand:           sshd(SourceHorovod),
-		fixtures.HorovodLauncherCommand:           sshd(SourceHorovod),
-		fixtures.HorovodPodTemplateAnnotation:     sshd(SourceTaskCustom),
-		fixtures.HorovodTaskAnnotations:           sshd(SourceTaskCustom),
-		fixtures.HorovodLaunchPlanAnnotations:     sshd(SourceTaskCustom),
+		fixtures.HorovodWorkerCommand:             runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.HorovodFastRegisterWorkerCommand: runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.HorovodBothCommands:              runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.LegacyWorkerSpecCommand:          runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.HorovodNoWorkerCommand:           runsSSHD(SourceHorovod),
+		fixtures.HorovodLauncherCommand:           runsSSHD(SourceHorovod),
+		fixtures.HorovodPodTemplateAnnotation:     runsSSHD(SourceTaskCustom),
+		fixtures.HorovodTaskAnnotations:           runsSSHD(SourceTaskCustom),
+		fixtures.HorovodLaunchPlanAnnotations:     runsSSHD(SourceTaskCustom),
 		// Unchanged: the worker keeps the args Flyte gave it, mpirun's.
 		fixtures.MPIPlain: {Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1},
 	}

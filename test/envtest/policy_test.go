@@ -75,6 +75,8 @@ var releaseSources = map[string]map[string]mutate.Source{
 	"v1.13.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
 	"v1.14.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
 	"v1.14.1": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.15.2": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.15.3": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
 }
 
 // releasePolicyCases are the kubeflow.org/v1 jobs that the older Flyte
