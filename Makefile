@@ -174,11 +174,11 @@ bin/certs/tls.crt:
 ##@ Testdata
 
 .PHONY: testdata
-testdata: ## Regenerate testdata/flyte: MPIJobs built by Flyte's own backend (hack/flyte-testdata).
+testdata: ## Regenerate testdata/flyte: MPIJobs built by Flyte's own backend, v1.16.8 and each older release (hack/flyte-testdata).
 	hack/flyte-testdata.sh generate testdata/flyte
 
 .PHONY: testdata-check
-testdata-check: ## Fail, with a diff, when testdata/flyte is not what hack/flyte-testdata generates.
+testdata-check: ## Fail, with a diff, when testdata/flyte is not what each Flyte release's backend (hack/flyte-testdata) generates.
 	hack/flyte-testdata.sh check testdata/flyte
 
 ##@ Chart

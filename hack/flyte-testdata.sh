@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
 # Generates the Flyte-built testdata (testdata/flyte) with the tools module
-# hack/flyte-testdata, which runs flytepropeller's k8s plugin manager and
-# flyteplugins' mpi plugin on TaskTemplates as flytekit writes them.
+# hack/flyte-testdata (Flyte v1.16.8) and one tools module per older Flyte
+# release, hack/flyte-testdata/releases/VERSION, which run that release's
+# backend (flytepropeller's k8s plugin manager and flyteplugins' mpi plugin)
+# on TaskTemplates as flytekit writes them.
 #
-#   hack/flyte-testdata.sh generate DIR   rewrite DIR/v1 and DIR/v2beta1
+#   hack/flyte-testdata.sh generate DIR   rewrite DIR/v1 and DIR/v2beta1 (v1.16.8),
+#                                         and DIR/releases/VERSION/v1 for each release
 #   hack/flyte-testdata.sh check DIR      generate into a temporary directory and
 #                                         fail, with a diff, when DIR differs
 #   hack/flyte-testdata.sh binary         print FLYTE_TESTDATA_BIN=<path of the
-#                                         generator>, for test/e2e/flyte, which runs
-#                                         its launch subcommand
+#                                         v1.16.8 generator>, for test/e2e/flyte,
+#                                         which runs its launch subcommand
 #
-# The generator is built once per content of hack/flyte-testdata (go.mod,
-# go.sum, *.go) and Go version, and cached in $FLYTE_TESTDATA_CACHE (default
+# Each generator is built once per content of its module (go.mod, go.sum,
+# *.go), of the shared hack/flyte-testdata/generator, and Go version, and
+# cached in $FLYTE_TESTDATA_CACHE (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/flyte-testdata) under
-# <hash>/, so that a later run takes seconds. Progress goes to standard error.
+# <release>/<hash>/, so that a later run takes seconds. They are built one
+# at a time. Progress goes to standard error.
 set -euo pipefail
 shopt -s inherit_errexit # generator runs in $(...): let a failed build there fail it
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-module="$here/flyte-testdata"
+tools="$here/flyte-testdata"
 cache=${FLYTE_TESTDATA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/flyte-testdata}
 
 log() { echo "flyte-testdata: $*" >&2; }
@@ -30,34 +35,42 @@ usage() {
 	exit 2
 }
 
-# generator prints the path of the generator binary, building it when the
-# cache has none for this content of the tools module.
+# generator MODULE RELEASE prints the path of the generator binary of the
+# tools module MODULE, building it when the cache has none for this content
+# of the module and of the shared generator.
 generator() {
-	local key
+	local module=$1 release=$2 key
 	key=$( (
-		cd "$module"
 		go env GOVERSION
+		cd "$module"
 		sha256sum go.mod go.sum ./*.go
+		cd "$tools/generator"
+		find . -name '*.go' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs sha256sum
 	) | sha256sum | cut -c1-16)
-	build_cached "$module" . "$cache/$key/flyte-testdata"
+	build_cached "$module" . "$cache/$release/$key/flyte-testdata"
 }
 
 if [[ $# -eq 1 && $1 == binary ]]; then
-	echo "FLYTE_TESTDATA_BIN=$(generator)"
+	echo "FLYTE_TESTDATA_BIN=$(generator "$tools" v1.16.8)"
 	exit 0
 fi
 [[ $# -eq 2 ]] || usage
 mode=$1 target=$2
-bin=$(generator)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+bin=$(generator "$tools" v1.16.8)
 "$bin" -out "$tmp" >&2
+mapfile -t releases < <(cd "$tools/releases" && ls -d v* | sort -V)
+for release in "${releases[@]}"; do
+	bin=$(generator "$tools/releases/$release" "$release")
+	"$bin" -out "$tmp/releases/$release" -v2beta1=false >&2
+done
 
 case "$mode" in
 generate)
 	mkdir -p "$target"
-	rm -rf "$target/v1" "$target/v2beta1"
-	cp -R "$tmp/v1" "$tmp/v2beta1" "$target/"
+	rm -rf "$target/v1" "$target/v2beta1" "$target/releases"
+	cp -R "$tmp/v1" "$tmp/v2beta1" "$tmp/releases" "$target/"
 	log "wrote $target"
 	;;
 check)

@@ -6,19 +6,7 @@ module github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata
 
 go 1.26.0
 
-require (
-	github.com/flyteorg/flyte/flyteidl v1.16.8
-	github.com/flyteorg/flyte/flyteplugins v1.16.8
-	github.com/flyteorg/flyte/flytepropeller v1.16.8
-	github.com/flyteorg/flyte/flytestdlib v1.16.8
-	github.com/kubeflow/training-operator v1.8.0
-	google.golang.org/protobuf v1.36.11
-	k8s.io/api v0.34.1
-	k8s.io/apimachinery v0.34.1
-	k8s.io/client-go v0.34.1
-	sigs.k8s.io/controller-runtime v0.22.4
-	sigs.k8s.io/yaml v1.6.0
-)
+require github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator v0.0.0
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -54,6 +42,10 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
+	github.com/flyteorg/flyte/flyteidl v1.16.8 // indirect
+	github.com/flyteorg/flyte/flyteplugins v1.16.8 // indirect
+	github.com/flyteorg/flyte/flytepropeller v1.16.8 // indirect
+	github.com/flyteorg/flyte/flytestdlib v1.16.8 // indirect
 	github.com/flyteorg/stow v0.3.12 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/ghodss/yaml v1.0.0 // indirect
@@ -82,6 +74,7 @@ require (
 	github.com/jmespath/go-jmespath v0.4.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/kubeflow/training-operator v1.8.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mailru/easyjson v0.9.0 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
@@ -145,17 +138,23 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260401024825-9d38bb4040a9 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260401024825-9d38bb4040a9 // indirect
 	google.golang.org/grpc v1.80.0 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	k8s.io/api v0.34.1 // indirect
 	k8s.io/apiextensions-apiserver v0.34.1 // indirect
+	k8s.io/apimachinery v0.34.1 // indirect
+	k8s.io/client-go v0.34.1 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250814151709-d7b6acb124c3 // indirect
 	k8s.io/utils v0.0.0-20250820121507-0af2bda4dd1d // indirect
+	sigs.k8s.io/controller-runtime v0.22.4 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 // Flyte's modules require each other at v0.0.0 and replace them with
@@ -167,3 +166,6 @@ replace (
 	github.com/flyteorg/flyte/flytepropeller => github.com/flyteorg/flyte/flytepropeller v1.16.8
 	github.com/flyteorg/flyte/flytestdlib => github.com/flyteorg/flyte/flytestdlib v1.16.8
 )
+
+// The generator's code, shared with the older releases' tools modules.
+replace github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator => ./generator

@@ -66,6 +66,45 @@ type policyCase struct {
 	denied   bool
 }
 
+// releaseSources are the sources the webhook gives the older Flyte releases'
+// jobs where they differ from the newest's: internal/mutate's
+// TestFlyteReleases says why.
+var releaseSources = map[string]map[string]mutate.Source{
+	"v1.9.12": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.10.6": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.13.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.14.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.14.1": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.15.2": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.15.3": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+}
+
+// releasePolicyCases are the kubeflow.org/v1 jobs that the older Flyte
+// releases' backends build (testdata/flyte/releases), each of which the
+// policy must store as the webhook does.
+func releasePolicyCases() []policyCase {
+	releases, err := fixtures.FlyteReleases()
+	Expect(err).NotTo(HaveOccurred())
+	var cases []policyCase
+	for _, newest := range policyCases()[:len(fixtures.FlyteJobs)] {
+		for _, release := range releases {
+			if release == fixtures.NewestFlyteRelease {
+				continue // policyCases has its jobs
+			}
+			source := newest.source
+			if s, ok := releaseSources[release][newest.name]; ok {
+				source = s
+			}
+			cases = append(cases, policyCase{name: newest.name + " as Flyte " + release + " builds it",
+				job: func(s *spec) *framework.JobBuilder {
+					return s.env.ReleaseJob(s.namespace, release, newest.name)
+				},
+				leftToTheWebhook: source == mutate.SourceTaskCustom, source: source})
+		}
+	}
+	return cases
+}
+
 // setWorker sets a field of the Worker's first container (nil for JSON null).
 func setWorker(b *framework.JobBuilder, field string, value any) *framework.JobBuilder {
 	containers := framework.WorkerContainers(b.Obj())
@@ -354,7 +393,11 @@ func describePolicy(s *spec) bool {
 			Entry("empty: the rule is off", "horovod-off", "", nil),
 		)
 
-		for _, tc := range policyCases() {
+		cases := policyCases()
+		if s.version == "v1" { // Flyte creates kubeflow.org/v1 MPIJobs only
+			cases = append(cases, releasePolicyCases()...)
+		}
+		for _, tc := range cases {
 			It("stores "+tc.name+" through the policy as the webhook does", func(ctx SpecContext) {
 				sent := tc.job(s).Obj()
 				webhook := admit(ctx, webhookAloneLabel, sent)

@@ -32,7 +32,9 @@ func TestEnvtest(t *testing.T) {
 // spec is what a spec gets: the Env of the version under test, and a
 // namespace of its own.
 type spec struct {
-	env       *framework.Env
+	env *framework.Env
+	// version is the MPIJob version under test, known as the specs are declared.
+	version   string
 	namespace string
 }
 
@@ -44,7 +46,7 @@ type spec struct {
 func forEachVersion(body func(s *spec)) bool {
 	for _, version := range versions {
 		Describe("kubeflow.org/"+version, Ordered, ContinueOnFailure, Label(version), func() {
-			s := &spec{}
+			s := &spec{version: version}
 			BeforeAll(func(ctx SpecContext) {
 				var err error
 				s.env, err = framework.Start(ctx, version)

@@ -23,6 +23,21 @@ func (e *Env) Job(namespace, name string) *JobBuilder {
 	if err != nil {
 		panic(err)
 	}
+	return newJobBuilder(obj, namespace)
+}
+
+// ReleaseJob starts from the kubeflow.org/v1 MPIJob that the backend of the
+// Flyte release builds for the task name (fixtures.FlyteReleaseJob), in
+// namespace, like Job.
+func (e *Env) ReleaseJob(namespace, release, name string) *JobBuilder {
+	obj, err := fixtures.FlyteReleaseJob(release, name)
+	if err != nil {
+		panic(err)
+	}
+	return newJobBuilder(obj, namespace)
+}
+
+func newJobBuilder(obj *unstructured.Unstructured, namespace string) *JobBuilder {
 	obj.SetNamespace(namespace)
 	obj.SetGenerateName(obj.GetName() + "-")
 	obj.SetName("")

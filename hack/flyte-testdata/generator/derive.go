@@ -1,25 +1,19 @@
-package main
+package generator
 
 import (
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
-
-	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 )
 
-// toMap converts the MPIJob to its JSON form, without the fields a create
-// request never carries: the zero creationTimestamp the Go types always
-// encode, and the empty status.
-func toMap(job *kubeflowv1.MPIJob) (map[string]any, error) {
-	b, err := json.Marshal(job)
-	if err != nil {
-		return nil, fmt.Errorf("encoding MPIJob %s: %w", job.Name, err)
-	}
+// JobMap decodes an MPIJob's JSON, without the fields a create request
+// never carries: the zero creationTimestamp the Go types always encode, and
+// the empty status.
+func JobMap(job []byte) (map[string]any, error) {
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decoding MPIJob %s: %w", job.Name, err)
+	if err := json.Unmarshal(job, &m); err != nil {
+		return nil, fmt.Errorf("decoding an MPIJob: %w", err)
 	}
 	delete(m, "status")
 	dropNullCreationTimestamp(m)
@@ -102,7 +96,7 @@ func deriveV2beta1(v1 map[string]any) (map[string]any, error) {
 		return nil, fmt.Errorf("spec.mpiReplicaSpecs is %T, want an object", v2spec["mpiReplicaSpecs"])
 	}
 	for _, name := range sortedKeys(replicas) {
-		if name != string(kubeflowv1.MPIJobReplicaTypeLauncher) && name != string(kubeflowv1.MPIJobReplicaTypeWorker) {
+		if name != "Launcher" && name != "Worker" {
 			return nil, fmt.Errorf("spec.mpiReplicaSpecs.%s has no kubeflow.org/v2beta1 counterpart", name)
 		}
 		rs, ok := replicas[name].(map[string]any)

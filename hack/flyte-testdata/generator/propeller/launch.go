@@ -1,4 +1,4 @@
-package main
+package propeller
 
 import (
 	"context"
@@ -12,8 +12,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	stderrors "github.com/flyteorg/flyte/flytestdlib/errors"
+
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator"
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/task"
 )
 
 // launchResult is what Flyte makes of one task's first attempt: the phase
@@ -59,14 +61,14 @@ func (kv keyValues) Set(s string) error {
 	return nil
 }
 
-// runLaunch is the launch subcommand: it runs Flyte's backend on one case's
+// Launch is the launch subcommand: it runs Flyte's backend on one case's
 // task with a real client to the API server of -kubeconfig, so that the
 // MPIJob goes through whatever admission that API server runs, and prints
 // what Flyte reports as JSON (launchResult) on out.
-func runLaunch(ctx context.Context, args []string, out io.Writer) error {
+func Launch(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the API server to create the MPIJob in")
-	ns := fs.String("namespace", "", "namespace to run the task in (default: flyteadmin's "+namespace+")")
+	ns := fs.String("namespace", "", "namespace to run the task in (default: flyteadmin's "+generator.Namespace+")")
 	name := fs.String("case", "", "the case of cases.go whose task to run")
 	taskAnnotations, labels := keyValues{}, keyValues{}
 	fs.Var(taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
@@ -77,20 +79,15 @@ func runLaunch(ctx context.Context, args []string, out io.Writer) error {
 	if *kubeconfig == "" || *name == "" {
 		return fmt.Errorf("launch needs -kubeconfig and -case")
 	}
-	all, err := cases()
+	c, err := generator.CaseNamed(*name)
 	if err != nil {
 		return err
 	}
-	var c *testCase
-	for i := range all {
-		if all[i].Name == *name {
-			c = &all[i]
-		}
+	generator.AddTaskAnnotations(c.Task, taskAnnotations)
+	tmpl, _, err := task.Decode(c)
+	if err != nil {
+		return err
 	}
-	if c == nil {
-		return fmt.Errorf("no case %q in cases.go", *name)
-	}
-	addTaskAnnotations(c.Task, taskAnnotations)
 	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), labels)
 	c.Execution.Namespace = *ns
 
@@ -108,7 +105,7 @@ func runLaunch(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	var result launchResult
-	transition, err := launch(ctx, kubeClient, c.Task, c.Execution)
+	transition, err := launch(ctx, kubeClient, tmpl, c.Execution)
 	if err != nil {
 		code, _ := stderrors.GetErrorCode(err)
 		result.HandleError = &handleError{Code: code, Message: err.Error()}
@@ -120,16 +117,4 @@ func runLaunch(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	return json.NewEncoder(out).Encode(result)
-}
-
-// addTaskAnnotations adds annotations to the task's metadata, where flytekit
-// writes @task(annotations=...).
-func addTaskAnnotations(tmpl *core.TaskTemplate, annotations map[string]string) {
-	if len(annotations) == 0 {
-		return
-	}
-	if tmpl.Metadata.Metadata == nil {
-		tmpl.Metadata.Metadata = &core.K8SObjectMetadata{}
-	}
-	tmpl.Metadata.Metadata.Annotations = mergeInto(maps.Clone(tmpl.Metadata.Metadata.Annotations), annotations)
 }

@@ -1,33 +1,27 @@
-package main
+package generator
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
-
-	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/admin"
-	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 )
 
 // The user's code that every case serializes: a flytesnacks-style module
 // kfmpi_plugin/mpi_mnist.py with a task horovod_train_task called by the
 // workflow horovod_training_wf, registered as version v1.
 const (
-	taskModule   = "kfmpi_plugin.mpi_mnist"
-	taskFunction = "horovod_train_task"
-	workflowName = taskModule + ".horovod_training_wf"
+	taskModule = "kfmpi_plugin.mpi_mnist"
+	// TaskFunction is the task's Python function, the name of its workflow node.
+	TaskFunction = "horovod_train_task"
+	// WorkflowName is the workflow that calls the task.
+	WorkflowName = taskModule + ".horovod_training_wf"
 	taskVersion  = "v1"
 	image        = "ghcr.io/flyteorg/flytecookbook:kfmpi-horovod"
 	// entrypointPath is flytekit's SerializationSettings.entrypoint_settings
 	// for the default interpreter /opt/venv/bin/python3.
 	entrypointPath = "/opt/venv/bin/entrypoint.py"
 )
-
-// adminRawOutputDataConfig is flyteadmin's raw output location for the
-// execution (its sandbox default).
-var adminRawOutputDataConfig = admin.RawOutputDataConfig{OutputLocationPrefix: rawDataPrefix}
 
 // sshdCommand is the worker command flytekitplugins-kfmpi's README declares
 // and flytekit 1.6 wrote as worker_spec_command.
@@ -44,21 +38,25 @@ const (
 	annotationTypeVersion = "mpi.flyte.org/task-type-version"
 )
 
-// testCase is one task as flytekit serializes it, with the execution
-// metadata flyteadmin adds.
-type testCase struct {
+// Case is one task as flytekit serializes it, with the execution metadata
+// flyteadmin adds.
+type Case struct {
 	// Name is the file name under v1/ and v2beta1/, without .yaml.
 	Name string
 	// Declaration is the flytekit code that declares the task, for the header.
 	Declaration []string
-	// Task is the TaskTemplate as flytekit writes it.
-	Task *core.TaskTemplate
+	// Task is the TaskTemplate as flytekit writes it, in its protobuf JSON
+	// form, so that every release decodes it with its own flyteidl: a field
+	// that release's flyteidl lacks is dropped, as its flyteadmin drops it.
+	Task map[string]any
+	// SDKVersion is the flytekit release that serialized Task.
+	SDKVersion string
 	// Execution is the launch plan's or execution's metadata.
-	Execution execution
+	Execution Execution
 }
 
-// cases returns every task the generator builds, in file order.
-func cases() ([]testCase, error) {
+// Cases returns every task the generator builds, in file order.
+func Cases() ([]Case, error) {
 	horovodWorker := horovodCustom(sshdCommand, nil)
 	horovodWorkerJSON, err := json.Marshal(horovodWorker)
 	if err != nil {
@@ -69,12 +67,13 @@ func cases() ([]testCase, error) {
 		annotationTypeVersion: "1",
 	}
 
-	var out []testCase
-	add := func(name string, decl []string, tmpl *core.TaskTemplate, err error, exec execution) error {
+	var out []Case
+	add := func(name string, decl []string, tmpl map[string]any, err error, exec Execution) error {
 		if err != nil {
 			return fmt.Errorf("case %s: %w", name, err)
 		}
-		out = append(out, testCase{Name: name, Declaration: decl, Task: tmpl, Execution: exec})
+		sdk, _ := tmpl["metadata"].(map[string]any)["runtime"].(map[string]any)["version"].(string)
+		out = append(out, Case{Name: name, Declaration: decl, Task: tmpl, SDKVersion: sdk, Execution: exec})
 		return nil
 	}
 
@@ -82,14 +81,14 @@ func cases() ([]testCase, error) {
 	if err := add("horovod-worker-command", []string{
 		`@task(task_config=HorovodJob(launcher=Launcher(replicas=1),`,
 		`    worker=Worker(replicas=2, command=["/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"])))`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
 	tmpl, err = flytekit116Task(horovodArgs(), horovodCustom(nil, nil), taskOptions{})
 	if err := add("horovod-no-worker-command", []string{
 		`@task(task_config=HorovodJob(launcher=Launcher(replicas=1), worker=Worker(replicas=2)))`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
@@ -98,7 +97,7 @@ func cases() ([]testCase, error) {
 		`@task(task_config=HorovodJob(launcher=Launcher(replicas=1), worker=Worker(replicas=2)),`,
 		`    pod_template=PodTemplate(annotations={"mpi.flyte.org/task-custom": CUSTOM, "mpi.flyte.org/task-type-version": "1"}))`,
 		`(CUSTOM: the custom of the horovod-worker-command task, as in the annotation below)`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
@@ -107,7 +106,7 @@ func cases() ([]testCase, error) {
 		`@task(task_config=HorovodJob(launcher=Launcher(replicas=1), worker=Worker(replicas=2)),`,
 		`    annotations={"mpi.flyte.org/task-custom": CUSTOM, "mpi.flyte.org/task-type-version": "1"})`,
 		`(CUSTOM: the custom of the horovod-worker-command task, as in the annotation below)`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
@@ -116,7 +115,7 @@ func cases() ([]testCase, error) {
 		`@task(task_config=HorovodJob(launcher=Launcher(replicas=1), worker=Worker(replicas=2))) run by`,
 		`    LaunchPlan.get_or_create(wf, annotations=Annotations({"mpi.flyte.org/task-custom": CUSTOM, "mpi.flyte.org/task-type-version": "1"}))`,
 		`(CUSTOM: the custom of the horovod-worker-command task, as in the annotation below)`,
-	}, tmpl, err, execution{Annotations: optIn}); err != nil {
+	}, tmpl, err, Execution{Annotations: optIn}); err != nil {
 		return nil, err
 	}
 
@@ -124,7 +123,7 @@ func cases() ([]testCase, error) {
 	if err := add("horovod-launcher-command", []string{
 		`@task(task_config=HorovodJob(worker=Worker(replicas=2), launcher=Launcher(replicas=1,`,
 		`    command=["mpirun", "--allow-run-as-root", "-np", "2", "python", "/root/kfmpi_plugin/mpi_mnist.py"])))`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
@@ -133,14 +132,14 @@ func cases() ([]testCase, error) {
 		`@task(task_config=HorovodJob(`,
 		`    launcher=Launcher(replicas=1, command=["mpirun", "--allow-run-as-root", "-np", "2", "python", "/root/kfmpi_plugin/mpi_mnist.py"]),`,
 		`    worker=Worker(replicas=2, command=["/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"])))`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
 	tmpl, err = flytekit116Task(mpirunArgs(2), horovodCustom(nil, nil), taskOptions{})
 	if err := add("mpi-plain", []string{
 		`@task(task_config=MPIJob(launcher=Launcher(replicas=1), worker=Worker(replicas=2)))`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
@@ -148,7 +147,7 @@ func cases() ([]testCase, error) {
 	if err := add("horovod-fast-register-worker-command", []string{
 		`the horovod-worker-command task registered by pyflyte register (fast registration, the default),`,
 		`    which puts flytekit's pyflyte-fast-execute prefix in front of the container args`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 
@@ -156,7 +155,7 @@ func cases() ([]testCase, error) {
 	if err := add("legacy-v0-worker-spec-command", []string{
 		`flytekit 1.6 (task_type_version 0): @task(task_config=HorovodJob(slots=1, num_launcher_replicas=1, num_workers=2)),`,
 		`    whose HorovodFunctionTask wrote config worker_spec_command="/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"`,
-	}, tmpl, err, execution{}); err != nil {
+	}, tmpl, err, Execution{}); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -175,7 +174,7 @@ func pyflyteExecuteArgs() []string {
 		"--prev-checkpoint", "{{.prevCheckpointPrefix}}",
 		"--resolver", "flytekit.core.python_auto_container.default_task_resolver",
 		"--",
-		"task-module", taskModule, "task-name", taskFunction,
+		"task-module", taskModule, "task-name", TaskFunction,
 	}
 }
 
@@ -186,7 +185,7 @@ func fastExecutePrefix() []string {
 	return []string{
 		"pyflyte-fast-execute",
 		"--additional-distribution",
-		"s3://my-s3-bucket/" + project + "/" + domain + "/UFJ6KDMRDJTF3EZ2AMZOYJ3DQU======/fast3c1e5b2f7a9d4e6c8b0a1f2e3d4c5b6a.tar.gz",
+		"s3://my-s3-bucket/" + Project + "/" + Domain + "/UFJ6KDMRDJTF3EZ2AMZOYJ3DQU======/fast3c1e5b2f7a9d4e6c8b0a1f2e3d4c5b6a.tar.gz",
 		"--dest-dir", ".",
 		"--",
 	}
@@ -259,59 +258,51 @@ type taskOptions struct {
 // flytekit116Task is the TaskTemplate flytekit 1.16.8 serializes for an
 // MPIFunctionTask or HorovodFunctionTask with the given container args and
 // custom (PythonAutoContainerTask.get_container / get_k8s_pod / get_config
-// and Task.metadata.to_taskmetadata_model).
-func flytekit116Task(args []string, custom map[string]any, opts taskOptions) (*core.TaskTemplate, error) {
-	customStruct, err := toStruct(custom)
-	if err != nil {
-		return nil, fmt.Errorf("custom: %w", err)
+// and Task.metadata.to_taskmetadata_model), in protobuf JSON.
+func flytekit116Task(args []string, custom map[string]any, opts taskOptions) (map[string]any, error) {
+	metadata := map[string]any{
+		"runtime": map[string]any{"type": "FLYTE_SDK", "version": "1.16.8", "flavor": "python"},
+		"retries": map[string]any{},
 	}
-	container := &core.Container{
-		Image:     image,
-		Command:   []string{},
-		Args:      args,
-		Resources: &core.Resources{},
-		Env:       []*core.KeyValuePair{},
+	if opts.taskAnnotations != nil {
+		metadata["metadata"] = map[string]any{"annotations": stringMap(opts.taskAnnotations)}
 	}
-	tmpl := &core.TaskTemplate{
-		Id:              taskIdentifier(),
-		Type:            "mpi",
-		TaskTypeVersion: 1,
-		Metadata: &core.TaskMetadata{
-			Runtime: &core.RuntimeMetadata{Type: core.RuntimeMetadata_FLYTE_SDK, Version: "1.16.8", Flavor: "python"},
-			Retries: &core.RetryStrategy{},
-			Metadata: &core.K8SObjectMetadata{
-				Annotations: opts.taskAnnotations,
-			},
-		},
-		Interface: emptyInterface(),
-		Custom:    customStruct,
-		Config:    map[string]string{},
+	tmpl := map[string]any{
+		"id":              taskIdentifier(),
+		"type":            "mpi",
+		"taskTypeVersion": 1,
+		"metadata":        metadata,
+		"interface":       emptyInterface(),
+		"custom":          custom,
+		"config":          map[string]any{},
 	}
 	if opts.podTemplateAnnotations == nil {
-		tmpl.Target = &core.TaskTemplate_Container{Container: container}
+		tmpl["container"] = map[string]any{
+			"image":     image,
+			"command":   []any{},
+			"args":      anyList(args),
+			"resources": map[string]any{},
+			"env":       []any{},
+		}
 		return tmpl, nil
 	}
 
 	// With a pod_template, flytekit writes no container but a K8sPod whose
 	// spec holds the primary container (default name "primary", command and
 	// args of the task, env as a list) and names it in the config.
-	podSpec, err := toStruct(map[string]any{
-		"containers": []any{map[string]any{
-			"name":    "primary",
-			"image":   image,
-			"command": []string{},
-			"args":    args,
-			"env":     []any{},
-		}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pod spec: %w", err)
+	tmpl["k8sPod"] = map[string]any{
+		"metadata": map[string]any{"annotations": stringMap(opts.podTemplateAnnotations)},
+		"podSpec": map[string]any{
+			"containers": []any{map[string]any{
+				"name":    "primary",
+				"image":   image,
+				"command": []any{},
+				"args":    anyList(args),
+				"env":     []any{},
+			}},
+		},
 	}
-	tmpl.Target = &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{
-		Metadata: &core.K8SObjectMetadata{Annotations: opts.podTemplateAnnotations},
-		PodSpec:  podSpec,
-	}}
-	tmpl.Config = map[string]string{"primary_container_name": "primary"}
+	tmpl["config"] = map[string]any{"primary_container_name": "primary"}
 	return tmpl, nil
 }
 
@@ -321,11 +312,7 @@ func flytekit116Task(args []string, custom map[string]any, opts taskOptions) (*c
 // flyteidl.plugins.DistributedMPITrainingTask, the worker command travels in
 // the config, and the args are the horovodrun prefix in front of
 // MPIFunctionTask's mpirun command.
-func flytekit16LegacyHorovodTask() (*core.TaskTemplate, error) {
-	customStruct, err := toStruct(map[string]any{"numWorkers": 2, "numLauncherReplicas": 1, "slots": 1})
-	if err != nil {
-		return nil, fmt.Errorf("custom: %w", err)
-	}
+func flytekit16LegacyHorovodTask() (map[string]any, error) {
 	const np = "2"
 	args := append([]string{
 		"horovodrun",
@@ -338,55 +325,92 @@ func flytekit16LegacyHorovodTask() (*core.TaskTemplate, error) {
 		"--slots-per-host", "1",
 		"--host-discovery-script", "/etc/mpi/discover_hosts.sh",
 	}, mpirunArgs(2)...)
-	return &core.TaskTemplate{
-		Id:              taskIdentifier(),
-		Type:            "mpi",
-		TaskTypeVersion: 0,
-		Metadata: &core.TaskMetadata{
-			Runtime: &core.RuntimeMetadata{Type: core.RuntimeMetadata_FLYTE_SDK, Version: "1.6.2", Flavor: "python"},
-			Retries: &core.RetryStrategy{},
+	return map[string]any{
+		"id":              taskIdentifier(),
+		"type":            "mpi",
+		"taskTypeVersion": 0,
+		"metadata": map[string]any{
+			"runtime": map[string]any{"type": "FLYTE_SDK", "version": "1.6.2", "flavor": "python"},
+			"retries": map[string]any{},
 		},
-		Interface: emptyInterface(),
-		Custom:    customStruct,
-		Target: &core.TaskTemplate_Container{Container: &core.Container{
-			Image:     image,
-			Command:   []string{},
-			Args:      args,
-			Resources: &core.Resources{},
-			Env:       []*core.KeyValuePair{},
-		}},
-		Config: map[string]string{"worker_spec_command": "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"},
+		"interface": emptyInterface(),
+		"custom":    map[string]any{"numWorkers": 2, "numLauncherReplicas": 1, "slots": 1},
+		"container": map[string]any{
+			"image":     image,
+			"command":   []any{},
+			"args":      anyList(args),
+			"resources": map[string]any{},
+			"env":       []any{},
+		},
+		"config": map[string]any{"worker_spec_command": "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"},
 	}, nil
 }
 
-func taskIdentifier() *core.Identifier {
-	return &core.Identifier{
-		ResourceType: core.ResourceType_TASK,
-		Project:      project,
-		Domain:       domain,
-		Name:         taskModule + "." + taskFunction,
-		Version:      taskVersion,
+func taskIdentifier() map[string]any {
+	return map[string]any{
+		"resourceType": "TASK",
+		"project":      Project,
+		"domain":       Domain,
+		"name":         taskModule + "." + TaskFunction,
+		"version":      taskVersion,
 	}
 }
 
 // emptyInterface is the interface of a task with no inputs and no outputs.
-func emptyInterface() *core.TypedInterface {
-	return &core.TypedInterface{
-		Inputs:  &core.VariableMap{Variables: map[string]*core.Variable{}},
-		Outputs: &core.VariableMap{Variables: map[string]*core.Variable{}},
+func emptyInterface() map[string]any {
+	return map[string]any{
+		"inputs":  map[string]any{"variables": map[string]any{}},
+		"outputs": map[string]any{"variables": map[string]any{}},
 	}
 }
 
-// toStruct converts a JSON-shaped value to a protobuf Struct, as flytekit's
-// MessageToDict output is stored: every number becomes a double.
-func toStruct(v map[string]any) (*structpb.Struct, error) {
-	b, err := json.Marshal(v)
+// AddTaskAnnotations adds annotations to the task's metadata, where flytekit
+// writes @task(annotations=...). It leaves the case's own maps alone.
+func AddTaskAnnotations(task map[string]any, annotations map[string]string) {
+	if len(annotations) == 0 {
+		return
+	}
+	metadata := maps.Clone(task["metadata"].(map[string]any))
+	k8s, _ := metadata["metadata"].(map[string]any)
+	k8s = maps.Clone(k8s)
+	if k8s == nil {
+		k8s = map[string]any{}
+	}
+	merged, _ := k8s["annotations"].(map[string]any)
+	merged = maps.Clone(merged)
+	if merged == nil {
+		merged = map[string]any{}
+	}
+	for k, v := range annotations {
+		merged[k] = v
+	}
+	k8s["annotations"] = merged
+	metadata["metadata"] = k8s
+	task["metadata"] = metadata
+}
+
+// TaskJSON is the case's TaskTemplate as protobuf JSON, for each release's
+// flyteidl to decode.
+func (c Case) TaskJSON() ([]byte, error) {
+	b, err := json.Marshal(c.Task)
 	if err != nil {
-		return nil, fmt.Errorf("encoding %v: %w", v, err)
+		return nil, fmt.Errorf("encoding the TaskTemplate of case %s: %w", c.Name, err)
 	}
-	s := &structpb.Struct{}
-	if err := s.UnmarshalJSON(b); err != nil {
-		return nil, fmt.Errorf("decoding %s as a Struct: %w", b, err)
+	return b, nil
+}
+
+func anyList(words []string) []any {
+	out := make([]any, len(words))
+	for i, w := range words {
+		out[i] = w
 	}
-	return s, nil
+	return out
+}
+
+func stringMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

@@ -1,7 +1,14 @@
-package main
+// Package propeller is the Flyte testdata generator's backend for the
+// Flyte releases whose flytepropeller the Go module proxy serves: it runs
+// flytepropeller's compiler, FlyteWorkflow builder and k8s PluginManager
+// with flyteplugins' mpi plugin, as flytepropeller runs a new task node.
+// Each such release's tools module compiles it against its own Flyte
+// modules; see ../../README.md.
+package propeller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/admin"
 	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery"
 	pluginscatalog "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/catalog"
@@ -32,49 +40,56 @@ import (
 	"github.com/flyteorg/flyte/flytepropeller/pkg/controller/executors/mocks"
 	taskk8s "github.com/flyteorg/flyte/flytepropeller/pkg/controller/nodes/task/k8s"
 	propellerutils "github.com/flyteorg/flyte/flytepropeller/pkg/utils"
+	"github.com/flyteorg/flyte/flytestdlib/contextutils"
+	"github.com/flyteorg/flyte/flytestdlib/logger"
 	"github.com/flyteorg/flyte/flytestdlib/promutils"
+	"github.com/flyteorg/flyte/flytestdlib/promutils/labeled"
 	"github.com/flyteorg/flyte/flytestdlib/storage"
+
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator"
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/task"
 )
 
-// The fixed identity of every generated execution, so that the output is
-// byte-for-byte reproducible. The names follow what a sandbox deployment of
-// flyteadmin and flytepropeller produce for project flytesnacks, domain
-// development.
-const (
-	project        = "flytesnacks"
-	domain         = "development"
-	executionName  = "f3a1b2c4d5e6g7h8i9j0"
-	workflowUID    = "0b0f6c4e-6d1a-4c5e-9a3b-2f7e8d9c1a20"
-	nodeID         = "n0"
-	metadataPrefix = "s3://my-s3-bucket/metadata/propeller"
-	rawDataPrefix  = "s3://my-s3-bucket/data"
-	// namespace is flyteadmin's default namespace template, {{ project }}-{{ domain }}.
-	namespace = project + "-" + domain
-	// generatedNameMaxLength is flytepropeller's task.IDMaxLength: the mpi
-	// plugin sets no GeneratedNameMaxLength of its own.
-	generatedNameMaxLength = 50
-)
+// adminRawOutputDataConfig is flyteadmin's raw output location for the
+// execution (its sandbox default).
+var adminRawOutputDataConfig = admin.RawOutputDataConfig{OutputLocationPrefix: generator.RawDataPrefix}
 
-// execution is what the generator needs from flyteadmin for one execution:
-// the labels and annotations given to the launch plan or the execution,
-// which flyteadmin merges into the FlyteWorkflow's metadata.
-type execution struct {
-	Labels      map[string]string
-	Annotations map[string]string
-	// Namespace is where the task runs; empty for flyteadmin's default, namespace.
-	Namespace string
+// Setup does what flytepropeller does at start-up before it runs a plugin
+// manager.
+func Setup() error {
+	// Flyte's components log every launch at info level; keep warnings only.
+	if err := logger.SetConfig(&logger.Config{Level: logger.WarnLevel}); err != nil {
+		return fmt.Errorf("configuring Flyte's logger: %w", err)
+	}
+	// flytepropeller's default metric keys, which it sets at start-up before
+	// any plugin manager registers its labeled metrics.
+	labeled.SetMetricKeys(contextutils.ProjectKey, contextutils.DomainKey, contextutils.WorkflowIDKey, contextutils.TaskIDKey)
+	return nil
+}
+
+// Build runs Flyte's backend on one case: see buildMPIJob.
+func Build(ctx context.Context, c generator.Case) (generator.Built, error) {
+	tmpl, notes, err := task.Decode(c)
+	if err != nil {
+		return generator.Built{}, err
+	}
+	job, err := buildMPIJob(ctx, tmpl, c.Execution)
+	if err != nil {
+		return generator.Built{}, err
+	}
+	return generator.Built{Job: job, Notes: notes}, nil
 }
 
 // buildMPIJob runs Flyte's backend on one task: flytepropeller compiles a
 // one-node workflow around the task and turns it into a FlyteWorkflow, and
 // flytepropeller's k8s PluginManager drives flyteplugins' mpi plugin to
 // create the MPIJob in a fake Kubernetes client, from which it is read back.
-func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec execution) (*kubeflowv1.MPIJob, error) {
+func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec generator.Execution) ([]byte, error) {
 	scheme, err := newScheme()
 	if err != nil {
 		return nil, err
 	}
-	kubeClient := fake.NewClientBuilder().WithScheme(scheme).Build()
+	kubeClient := &recordingClient{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
 	transition, err := launch(ctx, kubeClient, tmpl, exec)
 	if err != nil {
 		return nil, fmt.Errorf("plugin manager Handle for task %q: %w", tmpl.GetId().GetName(), err)
@@ -83,19 +98,27 @@ func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec execution) (
 		return nil, fmt.Errorf("plugin manager Handle for task %q: phase %v (%v), want %v",
 			tmpl.GetId().GetName(), phase, transition.Info().Err(), pluginscore.PhaseQueued)
 	}
+	if len(kubeClient.created) != 1 {
+		return nil, fmt.Errorf("the plugin manager created %d objects for task %q, want 1 MPIJob", len(kubeClient.created), tmpl.GetId().GetName())
+	}
+	return kubeClient.created[0], nil
+}
 
-	var jobs kubeflowv1.MPIJobList
-	if err := kubeClient.List(ctx, &jobs); err != nil {
-		return nil, fmt.Errorf("listing the MPIJobs the plugin manager created: %w", err)
+// recordingClient records, as JSON, each object created through it as it
+// is sent: what the API server receives, before anything (the older fake
+// clients apply the training-operator's Go defaults when read back) changes it.
+type recordingClient struct {
+	client.Client
+	created [][]byte
+}
+
+func (c *recordingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("encoding the %T to create: %w", obj, err)
 	}
-	if len(jobs.Items) != 1 {
-		return nil, fmt.Errorf("the plugin manager created %d MPIJobs for task %q, want 1", len(jobs.Items), tmpl.GetId().GetName())
-	}
-	job := jobs.Items[0].DeepCopy()
-	// The API server's bookkeeping, not what Flyte sent.
-	job.ResourceVersion = ""
-	job.TypeMeta = metav1.TypeMeta{APIVersion: kubeflowv1.SchemeGroupVersion.String(), Kind: kubeflowv1.MPIJobKind}
-	return job, nil
+	c.created = append(c.created, b)
+	return c.Client.Create(ctx, obj, opts...)
 }
 
 // newScheme returns the types the plugin manager's client serves: client-go's
@@ -117,7 +140,7 @@ func newScheme() (*runtime.Scheme, error) {
 // kubeClient, handles the task's first attempt, which creates its MPIJob.
 // It returns what Handle returns: the transition Flyte reports, or the
 // error that flytepropeller takes for a system error.
-func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTemplate, exec execution) (pluginscore.Transition, error) {
+func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTemplate, exec generator.Execution) (pluginscore.Transition, error) {
 	wf, err := buildFlyteWorkflow(tmpl, exec)
 	if err != nil {
 		return pluginscore.Transition{}, err
@@ -154,7 +177,7 @@ func mpiPluginEntry() (k8s.PluginEntry, error) {
 // buildFlyteWorkflow compiles a workflow with one node that runs tmpl and
 // builds the FlyteWorkflow that flyteadmin hands to flytepropeller, with
 // flyteadmin's PrepareFlyteWorkflow metadata merge.
-func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec execution) (*v1alpha1.FlyteWorkflow, error) {
+func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec generator.Execution) (*v1alpha1.FlyteWorkflow, error) {
 	compiledTask, err := compiler.CompileTask(tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("compiling task %q: %w", tmpl.GetId().GetName(), err)
@@ -162,9 +185,9 @@ func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec execution) (*v1alpha1.Flyt
 	wfTemplate := &core.WorkflowTemplate{
 		Id: &core.Identifier{
 			ResourceType: core.ResourceType_WORKFLOW,
-			Project:      project,
-			Domain:       domain,
-			Name:         workflowName,
+			Project:      generator.Project,
+			Domain:       generator.Domain,
+			Name:         generator.WorkflowName,
 			Version:      tmpl.GetId().GetVersion(),
 		},
 		Metadata:         &core.WorkflowMetadata{},
@@ -174,8 +197,8 @@ func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec execution) (*v1alpha1.Flyt
 			Outputs: &core.VariableMap{Variables: map[string]*core.Variable{}},
 		},
 		Nodes: []*core.Node{{
-			Id:       nodeID,
-			Metadata: &core.NodeMetadata{Name: taskFunction, Retries: &core.RetryStrategy{}},
+			Id:       generator.NodeID,
+			Metadata: &core.NodeMetadata{Name: generator.TaskFunction, Retries: &core.RetryStrategy{}},
 			Target: &core.Node_TaskNode{TaskNode: &core.TaskNode{
 				Reference: &core.TaskNode_ReferenceId{ReferenceId: tmpl.GetId()},
 			}},
@@ -185,8 +208,8 @@ func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec execution) (*v1alpha1.Flyt
 	if err != nil {
 		return nil, fmt.Errorf("compiling workflow around task %q: %w", tmpl.GetId().GetName(), err)
 	}
-	execID := &core.WorkflowExecutionIdentifier{Project: project, Domain: domain, Name: executionName}
-	ns := namespace
+	execID := &core.WorkflowExecutionIdentifier{Project: generator.Project, Domain: generator.Domain, Name: generator.ExecutionName}
+	ns := generator.Namespace
 	if exec.Namespace != "" {
 		ns = exec.Namespace
 	}
@@ -207,7 +230,7 @@ func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec execution) (*v1alpha1.Flyt
 	wf.WorkflowMeta.EventVersion = v1alpha1.EventVersion2
 	wf.RawOutputDataConfig = v1alpha1.RawOutputDataConfig{RawOutputDataConfig: &adminRawOutputDataConfig}
 	// What the API server assigns when flyteadmin creates the FlyteWorkflow.
-	wf.UID = types.UID(workflowUID)
+	wf.UID = types.UID(generator.WorkflowUID)
 	return wf, nil
 }
 
@@ -236,41 +259,41 @@ func newTaskExecutionContext(ctx context.Context, wf *v1alpha1.FlyteWorkflow) (p
 		return nil, fmt.Errorf("creating an in-memory data store: %w", err)
 	}
 
-	node, ok := wf.GetNode(nodeID)
+	node, ok := wf.GetNode(generator.NodeID)
 	if !ok {
-		return nil, fmt.Errorf("the FlyteWorkflow has no node %q", nodeID)
+		return nil, fmt.Errorf("the FlyteWorkflow has no node %q", generator.NodeID)
 	}
 	taskID := node.GetTaskID()
 	if taskID == nil {
-		return nil, fmt.Errorf("node %q of the FlyteWorkflow is not a task node", nodeID)
+		return nil, fmt.Errorf("node %q of the FlyteWorkflow is not a task node", generator.NodeID)
 	}
 	task, err := wf.GetTask(*taskID)
 	if err != nil {
-		return nil, fmt.Errorf("task of node %q: %w", nodeID, err)
+		return nil, fmt.Errorf("task of node %q: %w", generator.NodeID, err)
 	}
 	tmpl := task.CoreTask()
 
 	// flytepropeller's workflow executor: <metadata prefix>/<project>-<domain>-<name>.
-	wfDataDir, err := store.ConstructReference(ctx, storage.DataReference(metadataPrefix),
-		fmt.Sprintf("%s-%s-%s", project, domain, executionName))
+	wfDataDir, err := store.ConstructReference(ctx, storage.DataReference(generator.MetadataPrefix),
+		fmt.Sprintf("%s-%s-%s", generator.Project, generator.Domain, generator.ExecutionName))
 	if err != nil {
 		return nil, fmt.Errorf("constructing the workflow data directory: %w", err)
 	}
 	wf.Status.SetDataDir(wfDataDir)
 	wf.DataReferenceConstructor = store
-	wf.Status.NodeStatus = map[v1alpha1.NodeID]*v1alpha1.NodeStatus{nodeID: {}}
-	nodeStatus := wf.GetNodeExecutionStatus(ctx, nodeID)
+	wf.Status.NodeStatus = map[v1alpha1.NodeID]*v1alpha1.NodeStatus{generator.NodeID: {}}
+	nodeStatus := wf.GetNodeExecutionStatus(ctx, generator.NodeID)
 
 	// flytepropeller's node executor writes the node's resolved inputs
 	// before the task runs; the plugin reads them to render the container
 	// args. The task has no inputs.
 	if err := store.WriteProtobuf(ctx, v1alpha1.GetInputsFile(nodeStatus.GetDataDir()), storage.Options{}, &core.LiteralMap{}); err != nil {
-		return nil, fmt.Errorf("writing the inputs of node %q: %w", nodeID, err)
+		return nil, fmt.Errorf("writing the inputs of node %q: %w", generator.NodeID, err)
 	}
 
 	attempt := nodeStatus.GetAttempts()
-	uniqueID, err := encoding.FixedLengthUniqueIDForParts(generatedNameMaxLength,
-		[]string{wf.GetName(), nodeID, strconv.Itoa(int(attempt))})
+	uniqueID, err := encoding.FixedLengthUniqueIDForParts(generator.GeneratedNameMaxLength,
+		[]string{wf.GetName(), generator.NodeID, strconv.Itoa(int(attempt))})
 	if err != nil {
 		return nil, fmt.Errorf("generating the task execution name: %w", err)
 	}
@@ -290,7 +313,7 @@ func newTaskExecutionContext(ctx context.Context, wf *v1alpha1.FlyteWorkflow) (p
 	for k, v := range wf.GetLabels() {
 		labels[k] = v
 	}
-	labels["node-id"] = propellerutils.SanitizeLabelValue(nodeID)
+	labels["node-id"] = propellerutils.SanitizeLabelValue(generator.NodeID)
 	labels["task-name"] = propellerutils.SanitizeLabelValue(tmpl.GetId().GetName())
 	interruptible := wf.IsInterruptible()
 	labels["interruptible"] = strconv.FormatBool(interruptible)
@@ -306,11 +329,11 @@ func newTaskExecutionContext(ctx context.Context, wf *v1alpha1.FlyteWorkflow) (p
 				TaskId:       tmpl.GetId(),
 				RetryAttempt: attempt,
 				NodeExecutionId: &core.NodeExecutionIdentifier{
-					NodeId:      nodeID,
+					NodeId:      generator.NodeID,
 					ExecutionId: wf.GetExecutionID().WorkflowExecutionIdentifier,
 				},
 			},
-			uniqueNodeID: nodeID,
+			uniqueNodeID: generator.NodeID,
 		},
 	}
 	return &taskExecutionContext{
@@ -389,7 +412,15 @@ func (m *taskExecutionMetadata) GetInterruptibleFailureThreshold() int32 { retur
 func (m *taskExecutionMetadata) GetEnvironmentVariables() map[string]string {
 	return m.wf.GetExecutionConfig().EnvironmentVariables
 }
-func (m *taskExecutionMetadata) GetConsoleURL() string { return m.wf.GetConsoleURL() }
+
+// GetConsoleURL is the FlyteWorkflow's console URL, on the releases whose
+// FlyteWorkflow has one (v1.16; v1.9's plugins do not ask).
+func (m *taskExecutionMetadata) GetConsoleURL() string {
+	if wf, ok := any(m.wf).(interface{ GetConsoleURL() string }); ok {
+		return wf.GetConsoleURL()
+	}
+	return ""
+}
 
 // taskExecutionContext is the part of flytepropeller's
 // task.taskExecutionContext that launching a k8s resource uses.
@@ -421,6 +452,10 @@ func (t *taskExecutionContext) OutputWriter() pluginsio.OutputWriter            
 func (t *taskExecutionContext) PluginStateWriter() pluginscore.PluginStateWriter { return &t.state }
 func (t *taskExecutionContext) Catalog() pluginscatalog.AsyncClient              { return nil }
 func (t *taskExecutionContext) EventsRecorder() pluginscore.EventsRecorder       { return nil }
+
+// MaxDatasetSizeBytes is asked for by v1.9's interface only; neither the mpi
+// plugin nor the plugin manager reads it.
+func (t *taskExecutionContext) MaxDatasetSizeBytes() int64 { return 0 }
 
 // taskReader serves the task template from the FlyteWorkflow.
 type taskReader struct {

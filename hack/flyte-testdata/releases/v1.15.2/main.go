@@ -1,0 +1,23 @@
+// Command flyte-testdata-v1.15.2 builds the Flyte testdata with Flyte's
+// backend v1.15.2: flyteplugins' mpi plugin, with flytepropeller's part done
+// by the generator shared with every release (../../generator), since the
+// Go module proxy does not serve flytepropeller v1.15.2.
+package main
+
+import (
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator"
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/plugin"
+)
+
+func main() {
+	generator.Main(generator.Backend{
+		Module:   "hack/flyte-testdata/releases/v1.15.2",
+		Releases: "flyteplugins v1.15.2", // as in go.mod
+		Builder:  "flyteplugins' mpi plugin (BuildResource; flytepropeller's part as v1.9.12 and v1.16.8 do it)",
+		// flyteorg/flyte#6421 (Flyte 1.16) added TaskMetadata.metadata.
+		StandInFlyteidl:   "v1.16.7",
+		FieldsStandInAdds: []string{"metadata.metadata"},
+		Setup:             plugin.Setup,
+		Build:             plugin.Build,
+	})
+}

@@ -1,0 +1,219 @@
+package mutate
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	jsonpatchapply "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+)
+
+// releaseDecision is what the webhook does with the MPIJob one Flyte
+// release's backend builds for one task: the decision, and the worker's MPI
+// container as the API server stores it after the patch.
+type releaseDecision struct {
+	Outcome   Outcome
+	Source    Source
+	Container int
+	// Command and Args are the stored worker container's; Args is nil when the patch moved them.
+	Command, Args []string
+}
+
+// flyteReleases are the Flyte releases whose backend built testdata/flyte
+// (hack/flyte-testdata and hack/flyte-testdata/releases), oldest first.
+var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.13.0", "v1.14.0", "v1.14.1", "v1.15.2", "v1.15.3", "v1.16.7", fixtures.NewestFlyteRelease}
+
+// releaseDifference is a release whose decision on a task differs from
+// every other release's, and why.
+type releaseDifference struct {
+	want   releaseDecision
+	reason string
+}
+
+// releaseDifferences are the expected differences, by release and task.
+// Anything else that differs between releases fails the test.
+var releaseDifferences = map[string]map[string]releaseDifference{
+	"v1.9.12": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.9.12")},
+	"v1.10.6": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.10.6")},
+	"v1.13.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.13.0")},
+	"v1.14.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.0")},
+	"v1.14.1": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.1")},
+	"v1.15.2": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.15.2")},
+	"v1.15.3": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.15.3")},
+}
+
+// taskAnnotationsDropped is the difference of a release older than
+// flyteorg/flyte#6421 (Flyte 1.16) on the task that carries the
+// task-custom annotation in @task(annotations=...).
+func taskAnnotationsDropped(release string) releaseDifference {
+	return releaseDifference{
+		want: releaseDecision{Outcome: OutcomeMutated, Source: SourceHorovod, Container: 0, Command: fixtures.SSHD},
+		reason: "flyteidl " + release + "'s TaskMetadata has no metadata field, so @task(annotations=...) never reaches " +
+			"the MPIJob (nor did flytepropeller add task annotations before flyteorg/flyte#6421); the task declares " +
+			"no worker command, so config/default's Horovod rule gives the same sshd, from another source",
+	}
+}
+
+// TestFlyteReleases holds the webhook's decision on the MPIJob that each
+// Flyte release's backend builds for each task to one decision per task,
+// under config/default's options (the Horovod rule on), through the Decider
+// as the handler calls it; and a release that decides differently to the
+// reason in releaseDifferences. Compatibility with a Flyte release, as
+// docs/COMPATIBILITY.md states it, is measured here; test/envtest holds the
+// admission policy to the same jobs.
+func TestFlyteReleases(t *testing.T) {
+	releases, err := fixtures.FlyteReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(flyteReleases, releases); diff != "" {
+		t.Fatalf("the releases of testdata/flyte are not the ones this test knows (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(flyteReleases, documentedReleases(t)); diff != "" {
+		t.Errorf("docs/COMPATIBILITY.md's Flyte rows are not the releases this test measures (-measured +documented):\n%s", diff)
+	}
+	opts := DefaultOptions()
+	opts.HorovodCommand = fixtures.SSHD // as config/default runs it
+	decider := NewDecider(opts)
+
+	runsSSHD := func(source Source) releaseDecision {
+		return releaseDecision{Outcome: OutcomeMutated, Source: source, Container: 0, Command: fixtures.SSHD}
+	}
+	tasks := map[string]releaseDecision{
+		fixtures.HorovodWorkerCommand:             runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.HorovodFastRegisterWorkerCommand: runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.HorovodBothCommands:              runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.LegacyWorkerSpecCommand:          runsSSHD(SourceFlyteWorkerArgs),
+		fixtures.HorovodNoWorkerCommand:           runsSSHD(SourceHorovod),
+		fixtures.HorovodLauncherCommand:           runsSSHD(SourceHorovod),
+		fixtures.HorovodPodTemplateAnnotation:     runsSSHD(SourceTaskCustom),
+		fixtures.HorovodTaskAnnotations:           runsSSHD(SourceTaskCustom),
+		fixtures.HorovodLaunchPlanAnnotations:     runsSSHD(SourceTaskCustom),
+		// Unchanged: the worker keeps the args Flyte gave it, mpirun's.
+		fixtures.MPIPlain: {Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1},
+	}
+	for _, task := range fixtures.FlyteJobs {
+		if _, ok := tasks[task]; !ok {
+			t.Fatalf("no expected decision for the task %s", task)
+		}
+	}
+	for release, differences := range releaseDifferences {
+		for task, d := range differences {
+			if !slices.Contains(releases, release) || tasks[task].Outcome == "" || d.reason == "" {
+				t.Errorf("releaseDifferences[%s][%s]: not a release and task of testdata/flyte, or no reason", release, task)
+			}
+		}
+	}
+
+	for _, release := range releases {
+		for _, task := range fixtures.FlyteJobs {
+			t.Run(release+"/"+task, func(t *testing.T) {
+				job, err := fixtures.FlyteReleaseJob(release, task)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sent := fixtures.MustJSON(job)
+				d := decider.Decide(&admissionv1.AdmissionRequest{
+					Kind:      metav1.GroupVersionKind{Group: MPIJobGroup, Version: "v1", Kind: MPIJobKind},
+					Resource:  metav1.GroupVersionResource{Group: MPIJobGroup, Version: "v1", Resource: MPIJobResource},
+					Operation: admissionv1.Create,
+					Object:    runtime.RawExtension{Raw: sent},
+				})
+				if len(d.Warnings) > 0 || d.Err != nil {
+					t.Errorf("warnings %q, error %v; want neither", d.Warnings, d.Err)
+				}
+				got := releaseDecision{Outcome: d.Outcome, Source: d.Source, Container: d.Container}
+				got.Command, got.Args = storedWorker(t, sent, d)
+
+				want := tasks[task]
+				if task == fixtures.MPIPlain {
+					_, want.Args = storedWorker(t, sent, Decision{})
+				}
+				if difference, ok := releaseDifferences[release][task]; ok {
+					want = difference.want
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("Flyte %s, task %s: the webhook's decision (-want +got):\n%s", release, task, diff)
+				}
+			})
+		}
+	}
+}
+
+// documentedRow is a Flyte row of docs/COMPATIBILITY.md's table: "| 1.16.8 | ...".
+var documentedRow = regexp.MustCompile(`^\| (\d+\.\d+\.\d+) \|`)
+
+// documentedReleases returns the releases of docs/COMPATIBILITY.md's Flyte
+// rows, oldest first, as v-prefixed versions.
+func documentedReleases(t *testing.T) []string {
+	t.Helper()
+	path, err := fixtures.Path("docs", "COMPATIBILITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var releases []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := documentedRow.FindStringSubmatch(line); m != nil {
+			releases = append([]string{"v" + m[1]}, releases...) // the table lists the newest first
+		}
+	}
+	return releases
+}
+
+// storedWorker applies the decision's patch to the MPIJob sent and returns
+// the command and args of the Worker's first container, as the API server
+// stores them.
+func storedWorker(t *testing.T, sent []byte, d Decision) (command, args []string) {
+	t.Helper()
+	stored := sent
+	if len(d.Patch) > 0 {
+		ops, err := json.Marshal(d.Patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch, err := jsonpatchapply.DecodePatch(ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored, err = patch.Apply(sent); err != nil {
+			t.Fatalf("applying the patch %s: %v", ops, err)
+		}
+	}
+	var job struct {
+		Spec struct {
+			MPIReplicaSpecs struct {
+				Worker struct {
+					Template struct {
+						Spec struct {
+							Containers []struct {
+								Command []string `json:"command"`
+								Args    []string `json:"args"`
+							} `json:"containers"`
+						} `json:"spec"`
+					} `json:"template"`
+				} `json:"Worker"`
+			} `json:"mpiReplicaSpecs"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(stored, &job); err != nil {
+		t.Fatal(err)
+	}
+	containers := job.Spec.MPIReplicaSpecs.Worker.Template.Spec.Containers
+	if len(containers) == 0 {
+		t.Fatal("the stored MPIJob has no Worker container")
+	}
+	return containers[0].Command, containers[0].Args
+}
