@@ -114,7 +114,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	for name, content := range secret.Data {
 		path := filepath.Join(certDir, name)
 		Expect(os.WriteFile(path, content, 0o600)).To(Succeed())
-		DeferCleanup(os.Remove, path)
+		// The directory is every training-operator's (and every controller-runtime
+		// webhook's default): another one on this machine may have removed the file.
+		DeferCleanup(func() error {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			return nil
+		})
 	}
 }, NodeTimeout(framework.StartTimeout))
 
