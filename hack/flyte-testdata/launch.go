@@ -71,6 +71,7 @@ func runLaunch(ctx context.Context, args []string, out io.Writer) error {
 	taskAnnotations, labels := keyValues{}, keyValues{}
 	fs.Var(taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
 	fs.Var(labels, "execution-label", "KEY=VALUE to add to the execution's labels; repeatable")
+	cpu := fs.String("cpu", "", "CPU the task's containers ask for, as @task(requests=Resources(cpu=...), limits=Resources(cpu=...)) sets it; empty: Flyte's default")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,6 +92,11 @@ func runLaunch(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("no case %q in cases.go", *name)
 	}
 	addTaskAnnotations(c.Task, taskAnnotations)
+	if *cpu != "" {
+		if err := setTaskCPU(c.Task, *cpu); err != nil {
+			return err
+		}
+	}
 	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), labels)
 	c.Execution.Namespace = *ns
 
@@ -124,6 +130,19 @@ func runLaunch(ctx context.Context, args []string, out io.Writer) error {
 
 // addTaskAnnotations adds annotations to the task's metadata, where flytekit
 // writes @task(annotations=...).
+// setTaskCPU sets the CPU request and limit of tmpl's container, as flytekit
+// serializes @task(requests=Resources(cpu=cpu), limits=Resources(cpu=cpu)):
+// make test-cluster runs Flyte's job of three Pods on a node of two CPUs.
+func setTaskCPU(tmpl *core.TaskTemplate, cpu string) error {
+	container := tmpl.GetContainer()
+	if container == nil {
+		return fmt.Errorf("-cpu %s: the task has no container (a pod_template case?)", cpu)
+	}
+	entry := []*core.Resources_ResourceEntry{{Name: core.Resources_CPU, Value: cpu}}
+	container.Resources = &core.Resources{Requests: entry, Limits: entry}
+	return nil
+}
+
 func addTaskAnnotations(tmpl *core.TaskTemplate, annotations map[string]string) {
 	if len(annotations) == 0 {
 		return
