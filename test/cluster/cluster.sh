@@ -7,6 +7,7 @@
 #   test/cluster/cluster.sh exec CMD  run CMD in its network namespace, with KUBECONFIG
 #   test/cluster/cluster.sh down      stop it and remove all it made
 #   test/cluster/cluster.sh test CMD  up, exec CMD, and down whatever CMD did
+#   test/cluster/cluster.sh restart-kubelet  stop the kubelet and start it again (the suite's fault)
 #
 # The parts come from the environment: KUBEBUILDER_ASSETS (kube-apiserver, etcd:
 # hack/envtest-assets.sh), KUBELET_BIN, KUBE_SCHEDULER_BIN,
@@ -16,8 +17,8 @@
 # import into the node's containerd. From Debian: containerd, runc, the CNI
 # plugins, iproute2, iptables, openssl (test/cluster/packages.sh installs them).
 #
-# The addresses, all inside the namespace: the node 10.217.0.1 (a dummy
-# interface, which the API server, the kubelet and the operator use), the
+# The addresses, all inside the namespace: the node 10.217.0.1 (on
+# the namespace's loopback, which the API server, the kubelet and the operator use), the
 # Pods 10.218.0.0/24 (a CNI bridge), the Services 10.219.0.0/24. The one
 # Service Pods reach, the API server's own (the launcher reads Pods through
 # it), has an iptables DNAT rule in the namespace, in place of kube-proxy; the
@@ -90,21 +91,25 @@ certs() {
 	local dir=$state/pki
 	mkdir -p "$dir"
 	cd "$dir"
-	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=flyte-mpi-webhook-cluster-ca \
+	# Elliptic-curve keys: RSA ones take seconds each on a busy machine.
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=flyte-mpi-webhook-cluster-ca \
 		-keyout ca.key -out ca.crt 2> /dev/null
 	# cert NAME SUBJECT [SANS]
 	cert() {
 		local ext=()
-		[[ -n "${3:-}" ]] && ext=(-extfile <(printf 'subjectAltName=%s\n' "$3"))
-		openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" 2> /dev/null
+		if [[ -n "${3:-}" ]]; then
+			printf 'subjectAltName=%s\n' "$3" > "$1.ext"
+			ext=(-extfile "$1.ext")
+		fi
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" 2> /dev/null
 		openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out "$1.crt" "${ext[@]}" 2> /dev/null
 	}
 	cert apiserver /CN=kube-apiserver \
 		"IP:$node_ip,IP:$api_service_ip,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	cert admin /O=system:masters/CN=cluster-admin
 	cert kubelet "/O=system:nodes/CN=system:node:$node"
-	openssl genrsa -out sa.key 2048 2> /dev/null
-	openssl rsa -in sa.key -pubout -out sa.pub 2> /dev/null
+	openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2> /dev/null
+	openssl ec -in sa.key -pubout -out sa.pub 2> /dev/null
 	cd - > /dev/null
 	kubeconfig admin
 	kubeconfig kubelet
@@ -202,12 +207,23 @@ configs() {
 	YAML
 }
 
+# cgroups makes the kubelet's cgroup root in every hierarchy: the kubelet
+# needs it to exist, and a new cpuset inherits no CPUs or memory nodes.
+cgroups() {
+	local hierarchy
+	for hierarchy in /sys/fs/cgroup/*/; do
+		[[ "$hierarchy" == */unified/ ]] && continue
+		mkdir -p "$hierarchy$cgroup_root"
+	done
+	cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset/$cgroup_root/cpuset.cpus"
+	cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset/$cgroup_root/cpuset.mems"
+}
+
 network() {
 	ip netns add "$netns"
 	ip -n "$netns" link set lo up
-	ip -n "$netns" link add fmw-node type dummy
-	ip -n "$netns" addr add "$node_ip/32" dev fmw-node
-	ip -n "$netns" link set fmw-node up
+	# The node's address, on the namespace's loopback: the kernel here has no dummy interfaces.
+	ip -n "$netns" addr add "$node_ip/32" dev lo
 	# kube-proxy's one rule that the Pods here need: the API server's Service.
 	in_netns iptables -t nat -A PREROUTING -d "$api_service_ip/32" -p tcp --dport 443 \
 		-j DNAT --to-destination "$node_ip:6443"
@@ -219,7 +235,9 @@ up() {
 		KUBECTL_DELIVERY_BIN CLUSTER_IMAGE_BIN TRAINING_OPERATOR_BIN MPIJOB_CRD_V1 KUBECTL
 	[[ ! -e "/run/netns/$netns" && ! -e "$state" ]] || die "a cluster is there already ($state, netns $netns): run $0 down"
 	mkdir -p "$state"/{logs,pids,images}
+	echo "$KUBECTL" > "$state/kubectl.bin"
 	mkdir -p "$daemons_cgroup"
+	cgroups
 	certs
 	configs
 	network
@@ -249,12 +267,29 @@ up() {
 	start kube-scheduler "$KUBE_SCHEDULER_BIN" --kubeconfig "$state/admin.kubeconfig" \
 		--authentication-kubeconfig "$state/admin.kubeconfig" --authorization-kubeconfig "$state/admin.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false
-	start kubelet "$KUBELET_BIN" --config "$state/kubelet.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
-		--root-dir "$state/kubelet" --cert-dir "$state/kubelet/pki" --hostname-override "$node" --node-ip "$node_ip"
-	await "node $node is Ready" 120 kubectl_ wait --for=condition=Ready "node/$node" --timeout=1s
+	kubelet
 	operator
 	echo "KUBECONFIG=$state/admin.kubeconfig"
 	log "the cluster is up"
+}
+
+# kubelet starts the kubelet, and waits until its node is Ready.
+kubelet() {
+	echo "$KUBELET_BIN" > "$state/kubelet.bin"
+	start kubelet "$KUBELET_BIN" --config "$state/kubelet.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
+		--root-dir "$state/kubelet" --cert-dir "$state/kubelet/pki" --hostname-override "$node" --node-ip "$node_ip"
+	await "node $node is Ready" 120 kubectl_ wait --for=condition=Ready "node/$node" --timeout=1s
+}
+
+# restart_kubelet stops the kubelet, as an upgrade or a crash would, and starts it again.
+restart_kubelet() {
+	local pid
+	pid=$(cat "$state/pids/kubelet")
+	kill -TERM "$pid"
+	while kill -0 "$pid" 2> /dev/null; do sleep 0.2; done
+	log "stopped the kubelet (pid $pid)"
+	KUBELET_BIN=$(cat "$state/kubelet.bin")
+	kubelet
 }
 
 # images imports the pause and kubectl-delivery images and $IMAGE_TARS into the node's containerd.
@@ -265,7 +300,7 @@ images() {
 		-entrypoint /kubectl-delivery -out "$state/images/kubectl-delivery.tar"
 	local tar
 	for tar in "$state/images/pause.tar" "$state/images/kubectl-delivery.tar" ${IMAGE_TARS:-}; do
-		in_netns ctr --address "$state/containerd/containerd.sock" -n k8s.io images import --no-unpack "$tar" >&2
+		in_netns ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$tar" >&2
 	done
 	log "imported the images: $(in_netns ctr --address "$state/containerd/containerd.sock" -n k8s.io images ls -q | tr '\n' ' ')"
 }
@@ -373,6 +408,10 @@ leftovers() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
+restart-kubelet)
+	KUBECTL=$(cat "$state/kubectl.bin")
+	restart_kubelet
+	;;
 exec)
 	shift
 	in_netns env KUBECONFIG="$state/admin.kubeconfig" "$@"
@@ -383,7 +422,8 @@ test)
 	up > /dev/null
 	log "running $*"
 	start_test=$SECONDS
-	in_netns env KUBECONFIG="$state/admin.kubeconfig" "$@"
+	in_netns env KUBECONFIG="$state/admin.kubeconfig" CLUSTER_SCRIPT="$(realpath "$0")" \
+		CONTAINERD_ADDRESS="$state/containerd/containerd.sock" "$@"
 	log "$1 took $((SECONDS - start_test))s"
 	;;
 *)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ const (
 	webhookNamespace = "flyte-mpi-webhook"
 	// release is the Helm release's name.
 	release = "flyte-mpi-webhook"
+	// webhookName is the webhook's name in its MutatingWebhookConfiguration,
+	// which the API server's refusal names.
+	webhookName = "mpijob-worker-command.mpi.flyte.org"
 )
 
 // Timeouts of what the node does: start a Pod from an imported image, run a
@@ -166,20 +170,17 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 	})
 
-	It("runs Flyte's Horovod job to Succeeded: the webhook makes its workers run the declared sshd", func(ctx SpecContext) {
-		ns := namespace(ctx, nil)
-		launchFlyte(ctx, ns, horovodCase)
-		job := onlyJob(ctx, ns)
-		Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer(fixtures.SSHD, nil)))
-		Eventually(ctx, func(g Gomega) {
-			failed, message := condition(ctx, g, job, "Failed")
-			if failed == "True" {
-				StopTrying("the MPIJob failed: " + message).Now()
-			}
-			succeeded, _ := condition(ctx, g, job, "Succeeded")
-			g.Expect(succeeded).To(Equal("True"))
-		}).WithTimeout(jobTimeout).WithPolling(2 * poll).Should(Succeed())
-	})
+	DescribeTable("runs Flyte's Horovod job to Succeeded: the webhook makes its workers run sshd",
+		func(ctx SpecContext, name string) {
+			ns := namespace(ctx, nil)
+			launchFlyte(ctx, ns, name)
+			job := onlyJob(ctx, ns)
+			Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer(fixtures.SSHD, nil)))
+			awaitSucceeded(ctx, job)
+		},
+		Entry("the task declares Worker(command=sshd ...)", horovodCase),
+		Entry("the task declares nothing: the Horovod rule", fixtures.HorovodNoWorkerCommand),
+	)
 
 	It("never succeeds with the same job without the webhook: its workers run `sleep 365d`", func(ctx SpecContext) {
 		ns := namespace(ctx, nil)
@@ -208,7 +209,149 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			g.Expect(succeeded).NotTo(Equal("True"))
 		}).WithTimeout(unhookedWatch).WithPolling(2 * poll).Should(Succeed())
 	})
+
+	It("leaves a plain MPI task's job as Flyte made it", func(ctx SpecContext) {
+		ns := namespace(ctx, nil)
+		launchFlyte(ctx, ns, fixtures.MPIPlain)
+		want, err := fixtures.FlyteJob("v1", fixtures.MPIPlain)
+		Expect(err).NotTo(HaveOccurred())
+		got := onlyJob(ctx, ns)
+		for _, replica := range []string{"Launcher", "Worker"} {
+			path := []string{"spec", "mpiReplicaSpecs", replica, "template", "spec", "containers"}
+			wantContainers, _, _ := unstructured.NestedSlice(want.Object, path...)
+			gotContainers, _, _ := unstructured.NestedSlice(got.Object, path...)
+			Expect(gotContainers).To(HaveLen(len(wantContainers)))
+			for i := range wantContainers {
+				for _, field := range []string{"command", "args"} {
+					Expect(gotContainers[i].(map[string]any)[field]).To(Equal(wantContainers[i].(map[string]any)[field]),
+						"%s container %d's %s", replica, i, field)
+				}
+			}
+		}
+	})
+
+	It("admits every job with its worker command through a rollout, a deleted webhook Pod and a kubelet restart", func(ctx SpecContext) {
+		ns := namespace(ctx, nil)
+		repository, _, _ := strings.Cut(webhookImage, ":")
+		rollout := repository + ":rollout"
+		run(ctx, time.Minute, "ctr", "-n", "k8s.io", "images", "tag", "--force", webhookImage, rollout)
+		jobs := startCreating(ns)
+		DeferCleanup(jobs.finish)
+
+		By("helm upgrade to a new image")
+		run(ctx, 4*time.Minute, helmBinary, "upgrade", release, chartDir, "--namespace", webhookNamespace,
+			"--reuse-values", "--set", "image.tag=rollout", "--wait", "--timeout", "3m")
+		awaitReadyReplicas(ctx, 2)
+		Expect(webhookDeployment(ctx).Spec.Template.Spec.Containers[0].Image).To(Equal(rollout))
+
+		By("deleting one webhook Pod")
+		Eventually(ctx, func(g Gomega) { g.Expect(webhookPods(ctx, g)).To(HaveLen(2)) }).Should(Succeed())
+		var pods []corev1.Pod
+		Eventually(ctx, func(g Gomega) { pods = webhookPods(ctx, g) }).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, &pods[0])).To(Succeed())
+		awaitReadyReplicas(ctx, 2)
+
+		By("restarting the kubelet")
+		restartKubelet(ctx)
+		awaitReadyReplicas(ctx, 2)
+
+		expectAllAdmittedWithCommand(jobs.finish())
+	})
+
+	It("refuses Flyte's jobs, naming the webhook, while no replica runs, and admits them once one is Ready", func(ctx SpecContext) {
+		ns := namespace(ctx, nil)
+		scale(ctx, 0)
+		Eventually(ctx, func(g Gomega) { g.Expect(webhookPods(ctx, g)).To(BeEmpty()) }).
+			WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+		job := suspendedFlyteJob(ns, "refused")
+		err := k8sClient.Create(ctx, job)
+		Expect(err).To(MatchError(ContainSubstring(webhookName)))
+
+		scale(ctx, 2)
+		Eventually(ctx, func(g Gomega) {
+			ready := slices.ContainsFunc(webhookPods(ctx, g), podReady)
+			g.Expect(ready).To(BeTrue())
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+		Eventually(ctx, func() error {
+			return k8sClient.Create(ctx, suspendedFlyteJob(ns, "admitted"))
+		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+		awaitReadyReplicas(ctx, 2)
+	})
+
+	It("in policy mode, with no webhook Pod, runs Flyte's Horovod job to Succeeded", func(ctx SpecContext) {
+		run(ctx, 4*time.Minute, helmBinary, "upgrade", release, chartDir, "--namespace", webhookNamespace,
+			"--reuse-values", "--set", "mode=policy", "--wait", "--timeout", "3m")
+		Eventually(ctx, func(g Gomega) {
+			var deployments appsv1.DeploymentList
+			g.Expect(k8sClient.List(ctx, &deployments, client.InNamespace(webhookNamespace))).To(Succeed())
+			g.Expect(deployments.Items).To(BeEmpty())
+			var pods corev1.PodList
+			g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(webhookNamespace))).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+
+		ns := namespace(ctx, nil)
+		// The API server takes a moment to load a new MutatingAdmissionPolicy:
+		// until then, Flyte's job would be stored unchanged.
+		Eventually(ctx, func(g Gomega) {
+			job := suspendedFlyteJob(ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()))
+			g.Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			command, _, _ := unstructured.NestedStringSlice(workerContainer(job), "command")
+			g.Expect(command).To(Equal(fixtures.SSHD))
+		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+		jobNamespace := namespace(ctx, nil)
+		launchFlyte(ctx, jobNamespace, horovodCase)
+		job := onlyJob(ctx, jobNamespace)
+		Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer(fixtures.SSHD, nil)))
+		awaitSucceeded(ctx, job)
+	})
 })
+
+// awaitSucceeded waits until job's Succeeded condition is True, and gives up
+// at once when its Failed condition is.
+func awaitSucceeded(ctx context.Context, job *unstructured.Unstructured) {
+	GinkgoHelper()
+	Eventually(ctx, func(g Gomega) {
+		failed, message := condition(ctx, g, job, "Failed")
+		if failed == "True" {
+			StopTrying("the MPIJob failed: " + message).Now()
+		}
+		succeeded, _ := condition(ctx, g, job, "Succeeded")
+		g.Expect(succeeded).To(Equal("True"))
+	}).WithTimeout(jobTimeout).WithPolling(2 * poll).Should(Succeed())
+}
+
+// suspendedFlyteJob returns testdata/flyte's horovodCase job, named name in
+// namespace, suspended so that the training-operator starts no Pods for it.
+func suspendedFlyteJob(namespace, name string) *unstructured.Unstructured {
+	GinkgoHelper()
+	job, err := fixtures.FlyteJob("v1", horovodCase)
+	Expect(err).NotTo(HaveOccurred())
+	job.SetNamespace(namespace)
+	job.SetName(name)
+	job.SetOwnerReferences(nil)
+	Expect(unstructured.SetNestedField(job.Object, true, "spec", "runPolicy", "suspend")).To(Succeed())
+	return job
+}
+
+// workerContainer returns the first container of job's Worker.
+func workerContainer(job *unstructured.Unstructured) map[string]any {
+	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers")
+	if len(containers) == 0 {
+		return nil
+	}
+	container, _ := containers[0].(map[string]any)
+	return container
+}
+
+// scale sets the webhook Deployment's replicas.
+func scale(ctx context.Context, replicas int32) {
+	GinkgoHelper()
+	deployment := webhookDeployment(ctx)
+	patch := client.MergeFrom(deployment.DeepCopy())
+	deployment.Spec.Replicas = &replicas
+	Expect(k8sClient.Patch(ctx, deployment, patch)).To(Succeed())
+}
 
 // podConditions returns pod's conditions as metav1.Conditions, for meta.IsStatusConditionTrue.
 func podConditions(pod corev1.Pod) []metav1.Condition {
