@@ -139,6 +139,26 @@ testdata: ## Regenerate testdata/flyte: MPIJobs built by Flyte's own backend (ha
 testdata-check: ## Fail, with a diff, when testdata/flyte is not what hack/flyte-testdata generates.
 	hack/flyte-testdata.sh check testdata/flyte
 
+##@ Chart
+
+# The Helm chart, and the module of its tests (the Helm 3 and Helm 4 SDKs).
+CHART_DIR = charts/flyte-mpi-webhook
+
+.PHONY: test-chart
+test-chart: kustomize chart-docs-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
+	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 ./... $(TEST_CHART_ARGS)
+
+.PHONY: chart-docs
+chart-docs: helm-docs ## Write the chart's README.md from README.md.gotmpl and the comments in values.yaml.
+	$(HELM_DOCS) --chart-search-root $(dir $(CHART_DIR)) --template-files README.md.gotmpl
+
+.PHONY: chart-docs-check
+chart-docs-check: helm-docs ## Fail, with a diff, when the chart's README.md is not what make chart-docs writes.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cp -r $(CHART_DIR) "$$tmp/" && \
+	$(HELM_DOCS) --log-level warning --chart-search-root "$$tmp" --template-files README.md.gotmpl && \
+	diff -u $(CHART_DIR)/README.md "$$tmp/$(notdir $(CHART_DIR))/README.md" || \
+	{ echo "$(CHART_DIR)/README.md is stale: run make chart-docs"; exit 1; }
+
 ##@ End to end
 
 .PHONY: test-e2e
@@ -266,7 +286,7 @@ BENCHSTAT_VERSION ?= $(call tool-version,golang.org/x/perf)
 VEGETA_VERSION ?= $(call tool-version,github.com/tsenart/vegeta/v12)
 
 .PHONY: tools
-tools: kustomize golangci-lint benchstat vegeta ## Build every tool below into bin/.
+tools: kustomize golangci-lint benchstat vegeta helm-docs ## Build every tool below into bin/.
 
 .PHONY: kustomize
 kustomize: $(LOCALBIN) ## Build bin/kustomize, which renders config/ (deploy, the manifests tests, envtest).
@@ -283,6 +303,21 @@ benchstat: $(LOCALBIN) ## Build bin/benchstat, which make bench runs on the in-p
 .PHONY: vegeta
 vegeta: $(LOCALBIN) ## Build bin/vegeta, the load generator of make bench.
 	$(call go-build-tool,$(VEGETA),github.com/tsenart/vegeta/v12,$(VEGETA_VERSION))
+
+# helm-docs, pinned by hack/helm-docs/go.mod: a module of its own, since it
+# brings Helm's dependencies, which the tools above do not need.
+HELM_DOCS ?= $(LOCALBIN)/helm-docs
+HELM_DOCS_VERSION ?= $(shell $(GO) -C hack/helm-docs list -m -f '{{.Version}}' github.com/norwoodj/helm-docs)
+
+.PHONY: helm-docs
+helm-docs: $(LOCALBIN) ## Build bin/helm-docs, which writes the chart's README (make chart-docs).
+	@[ -f "$(HELM_DOCS)-$(HELM_DOCS_VERSION)" ] && [ "$$(readlink -- "$(HELM_DOCS)" 2>/dev/null)" = "$(HELM_DOCS)-$(HELM_DOCS_VERSION)" ] || { \
+	set -e; \
+	echo "Building github.com/norwoodj/helm-docs@$(HELM_DOCS_VERSION) into $(HELM_DOCS)"; \
+	rm -f "$(HELM_DOCS)"; \
+	$(GO) -C hack/helm-docs build -o "$(HELM_DOCS)-$(HELM_DOCS_VERSION)" github.com/norwoodj/helm-docs/cmd/helm-docs; \
+	ln -sf "$(HELM_DOCS)-$(HELM_DOCS_VERSION)" "$(HELM_DOCS)"; \
+	}
 
 # go-build-tool builds package $(2) of hack/tools at version $(3) into
 # $(1)-$(3), and links $(1) to it, unless that is done already: kubebuilder's

@@ -77,31 +77,44 @@ func Render(dir, image string) (*Manifests, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
-	m := &Manifests{YAML: out}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("rendering %s: %w", dir, err)
-		}
-		obj := &unstructured.Unstructured{}
-		// Through JSON, for the int64 and float64 numbers that unstructured holds.
-		content, err := yaml.YAMLToJSON(doc)
-		if err == nil {
-			err = obj.UnmarshalJSON(content)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rendering %s: %w:\n%s", dir, err, doc)
-		}
-		m.Objects = append(m.Objects, obj)
+	m, err := Parse(out)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
 	// Else kustomize sets nothing, silently, and a deploy runs the placeholder.
 	if name := imageName(image); image != "" && !slices.ContainsFunc(m.Objects, func(obj *unstructured.Unstructured) bool {
 		return slices.Contains(containerImageNames(obj.Object, false), name)
 	}) {
 		return nil, fmt.Errorf("rendering %s: setting image %q: no container has image %s", dir, image, ImageName)
+	}
+	return m, nil
+}
+
+// Parse reads a stream of YAML documents, such as `kustomize build` or
+// `helm template` prints, into Manifests. Empty documents are skipped.
+func Parse(stream []byte) (*Manifests, error) {
+	m := &Manifests{YAML: stream}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+		// Through JSON, for the int64 and float64 numbers that unstructured holds.
+		content, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("%w:\n%s", err, doc)
+		}
+		if len(bytes.TrimSpace(content)) == 0 || string(bytes.TrimSpace(content)) == "null" {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(content); err != nil {
+			return nil, fmt.Errorf("%w:\n%s", err, doc)
+		}
+		m.Objects = append(m.Objects, obj)
 	}
 	return m, nil
 }

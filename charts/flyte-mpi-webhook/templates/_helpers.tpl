@@ -1,0 +1,203 @@
+{{/*
+The prefix of every object's name: the release's name when it holds the chart's, else both. With
+`helm install flyte-mpi-webhook`, the names are those of config/ (namePrefix flyte-mpi-webhook-).
+Truncated so that the longest suffix still makes a name of at most 63 characters.
+*/}}
+{{- define "flyte-mpi-webhook.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 32 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 32 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The labels every object carries. */}}
+{{- define "flyte-mpi-webhook.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "flyte-mpi-webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* The labels that select the webhook's pods. */}}
+{{- define "flyte-mpi-webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The webhook's image: repository, then :tag (default the appVersion), then @digest. */}}
+{{- define "flyte-mpi-webhook.image" -}}
+{{- $image := .Values.image.repository -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if $tag }}{{ $image = printf "%s:%s" $image $tag }}{{ end -}}
+{{- if .Values.image.digest }}{{ $image = printf "%s@%s" $image .Values.image.digest }}{{ end -}}
+{{- $image -}}
+{{- end -}}
+
+{{/* Whether the webhook runs: "true" or "". */}}
+{{- define "flyte-mpi-webhook.runsWebhook" -}}
+{{- if ne .Values.mode "policy" }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the admission policies are installed: "true" or "". */}}
+{{- define "flyte-mpi-webhook.runsPolicy" -}}
+{{- if ne .Values.mode "webhook" }}true{{ end -}}
+{{- end -}}
+
+{{/* Names of the objects, referenced from more than one template. */}}
+{{- define "flyte-mpi-webhook.serviceName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-webhook-service{{- end -}}
+{{- define "flyte-mpi-webhook.horovodConfigMapName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-horovod-worker-command{{- end -}}
+{{- define "flyte-mpi-webhook.servingCertificateName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-serving-cert{{- end -}}
+
+{{/* The Secret the pods mount: the one given, or the one the chart or cert-manager writes. */}}
+{{- define "flyte-mpi-webhook.certSecretName" -}}
+{{- if eq .Values.certificates.source "secret" -}}
+{{- .Values.certificates.secret.name -}}
+{{- else -}}
+{{- include "flyte-mpi-webhook.fullname" . }}-webhook-server-cert
+{{- end -}}
+{{- end -}}
+
+{{/*
+The objectSelector and namespaceSelector the webhook and the policies share: they are called for
+the same jobs. The release's namespace is always excluded, as config/default excludes its own.
+*/}}
+{{- define "flyte-mpi-webhook.selectors" -}}
+objectSelector:
+  {{- toYaml .Values.webhook.objectSelector | nindent 2 }}
+namespaceSelector:
+  matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ append .Values.webhook.excludedNamespaces .Release.Namespace | uniq | toJson }}
+  {{- with .Values.webhook.namespaceSelectorExpressions }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/*
+The webhook's matchConditions with mode both: the negation of the policy's two matchConditions
+(templates/policy/mutating-policy.yaml), as config/default-with-policy patches them in.
+*/}}
+{{- define "flyte-mpi-webhook.leftToTheWebhook" -}}
+- name: left-to-the-webhook-by-the-policy
+  expression: >-
+    ['mpi.flyte.org/task-custom', 'mpi.flyte.org/worker-spec-command', 'mpi.flyte.org/task-type-version'].exists(k,
+    k in object.metadata.?annotations.orValue({}) ||
+    k in object.spec.?mpiReplicaSpecs.?Worker.?template.?metadata.?annotations.orValue({})) ||
+    !['Worker', 'Launcher'].all(r,
+    object.spec.?mpiReplicaSpecs[?r].?template.?spec.?containers.orValue([]).all(c,
+    size(c.?args.orValue([])) <= 256 && c.?args.orValue([]).all(a, size(a) <= 4096)))
+{{- end -}}
+
+{{/* The policies' matchConditions: what CEL can decide, which the webhook's leftToTheWebhook negates. */}}
+{{- define "flyte-mpi-webhook.policyMatchConditions" -}}
+# The webhook's: it decodes these (mutate.AnnotatedCommand), each looked
+# up on the job and on the Worker's pod template, and denies an invalid one.
+- name: no-annotation-for-the-webhook
+  expression: >-
+    !['mpi.flyte.org/task-custom', 'mpi.flyte.org/worker-spec-command', 'mpi.flyte.org/task-type-version'].exists(k,
+    k in object.metadata.?annotations.orValue({}) ||
+    k in object.spec.?mpiReplicaSpecs.?Worker.?template.?metadata.?annotations.orValue({}))
+# Within what the policy reads (its CEL cost is proportional to the args'
+# size): a job past it is left alone rather than refused by the API
+# server's cost limit.
+- name: args-within-what-the-policy-reads
+  expression: >-
+    ['Worker', 'Launcher'].all(r,
+    object.spec.?mpiReplicaSpecs[?r].?template.?spec.?containers.orValue([]).all(c,
+    size(c.?args.orValue([])) <= 256 && c.?args.orValue([]).all(a, size(a) <= 4096)))
+{{- end -}}
+
+{{/* The policies' matchConstraints: scoped exactly as the webhook. */}}
+{{- define "flyte-mpi-webhook.policyMatchConstraints" -}}
+resourceRules:
+- apiGroups: ["kubeflow.org"]
+  apiVersions: ["v1", "v2beta1"]
+  operations: ["CREATE"]
+  resources: ["mpijobs"]
+  scope: Namespaced
+matchPolicy: Equivalent
+{{ include "flyte-mpi-webhook.selectors" . }}
+{{- end -}}
+
+{{/*
+The webhook's decision flags that differ from the binary's defaults (webhook -h), so that the
+default install passes the flags config/manager passes and no other. A value goes through the
+kubelet's $(VAR) expansion, so each $ is doubled.
+*/}}
+{{- define "flyte-mpi-webhook.decisionArgs" -}}
+{{- $d := .Values.decisions -}}
+{{- if $d.fallbackWorkerCommand }}
+- {{ printf "--fallback-worker-command=%s" (replace "$" "$$" $d.fallbackWorkerCommand) | toJson }}
+{{- end }}
+{{- if ne $d.onInvalid "deny" }}
+- {{ printf "--on-invalid=%s" $d.onInvalid | toJson }}
+{{- end }}
+{{- if not $d.inferWorkerCommand }}
+- --infer-worker-command=false
+{{- end }}
+{{- if ne $d.injectAs "command" }}
+- {{ printf "--inject-as=%s" $d.injectAs | toJson }}
+{{- end }}
+{{- if ne $d.containerName "mpi" }}
+- {{ printf "--container-name=%s" (replace "$" "$$" $d.containerName) | toJson }}
+{{- end }}
+{{- if $d.flyteTaskSelector }}
+- {{ printf "--flyte-task-selector=%s" (replace "$" "$$" $d.flyteTaskSelector) | toJson }}
+{{- end }}
+{{- if ne (toString .Values.logLevel) "info" }}
+- {{ printf "--zap-log-level=%v" .Values.logLevel | toJson }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The checks across values that values.schema.json cannot make; each failure names the value and
+says what to set.
+*/}}
+{{- define "flyte-mpi-webhook.validate" -}}
+{{- $webhook := include "flyte-mpi-webhook.runsWebhook" . -}}
+{{- if and $webhook (not .Values.image.repository) -}}
+{{- fail (printf "image.repository is required with mode=%s: the chart has no default image, so that no install runs a placeholder under failurePolicy Fail. Set --set image.repository=REGISTRY/flyte-mpi-webhook (the tag defaults to the chart's appVersion, %s), or mode=policy to run no webhook" .Values.mode .Chart.AppVersion) -}}
+{{- end -}}
+{{- if and (include "flyte-mpi-webhook.runsPolicy" .) (not (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")) -}}
+{{- fail (printf "mode=%s needs admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, which Kubernetes serves from 1.36; this cluster (Kubernetes %s) does not serve it. Use mode=webhook, or with helm template pass --api-versions admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" .Values.mode .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- if include "flyte-mpi-webhook.runsPolicy" . -}}
+{{- $d := .Values.decisions -}}
+{{- range $name, $default := dict "injectAs" "command" "containerName" "mpi" "fallbackWorkerCommand" "" -}}
+{{- if ne (index $d $name) $default -}}
+{{- fail (printf "decisions.%s=%q: mode=%s installs the admission policy, which implements the binary's default %q only; use mode=webhook for another value" $name (index $d $name) $.Values.mode $default) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $d.inferWorkerCommand -}}
+{{- fail (printf "decisions.inferWorkerCommand=false: mode=%s installs the admission policy, which always takes the worker command a task declared; use mode=webhook to turn it off" .Values.mode) -}}
+{{- end -}}
+{{- end -}}
+{{- if $webhook -}}
+{{- if and (eq .Values.certificates.source "certManager") (not (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
+{{- fail "certificates.source=certManager needs cert-manager (the cert-manager.io/v1 API), which this cluster does not serve: install cert-manager first, or use certificates.source=generate (with helm template, pass --api-versions cert-manager.io/v1)" -}}
+{{- end -}}
+{{- if eq .Values.certificates.source "secret" -}}
+{{- if not .Values.certificates.secret.name -}}
+{{- fail "certificates.secret.name is required with certificates.source=secret: the kubernetes.io/tls Secret, in the release's namespace, that holds tls.crt and tls.key" -}}
+{{- end -}}
+{{- if not .Values.certificates.secret.caBundle -}}
+{{- fail "certificates.secret.caBundle is required with certificates.source=secret: the base64-encoded PEM of the CA that signed the Secret's tls.crt, which the API server trusts" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled $webhook (not .Values.networkPolicy.webhookFrom) -}}
+{{- fail "networkPolicy.webhookFrom is required with networkPolicy.enabled: the peers the API server's calls come from (the control plane's ipBlocks, or the konnectivity agent's pods), else the policy would refuse them all and every Flyte MPIJob with them" -}}
+{{- end -}}
+{{- range $name := list "serviceMonitor" "prometheusRule" -}}
+{{- if and (index $.Values $name).enabled (not ($.Capabilities.APIVersions.Has "monitoring.coreos.com/v1")) -}}
+{{- fail (printf "%s.enabled needs the prometheus-operator's monitoring.coreos.com/v1 API, which this cluster does not serve (with helm template, pass --api-versions monitoring.coreos.com/v1)" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- range $name := list "serviceMonitor" "prometheusRule" -}}
+{{- if and (index $.Values $name).enabled (not $webhook) -}}
+{{- fail (printf "%s.enabled: mode=policy runs no webhook, so there are no metrics to scrape or alert on" $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

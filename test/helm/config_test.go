@@ -1,0 +1,203 @@
+package helm
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
+)
+
+// installs are the kustomizations of config/ that each mode installs.
+var installs = map[string]string{"webhook": "default", "policy": "policy-only", "both": "default-with-policy"}
+
+// helmLabels are the labels the chart puts on every object, and selects its
+// pods by besides app.kubernetes.io/name; config/ says managed-by kustomize.
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+
+// secretNames are config/'s names of the Secrets cert-manager writes, which
+// kustomize's namePrefix does not reach, and the chart's, which it prefixes
+// as every other name.
+var secretNames = map[string]string{
+	"webhook-server-cert": "flyte-mpi-webhook-webhook-server-cert",
+	"webhook-ca":          "flyte-mpi-webhook-webhook-ca",
+}
+
+// TestOneTruthWithConfig holds the chart and config/ to one install: for
+// each mode, the chart's rendering and config/'s hold the same objects with
+// the same fields, but for what the chart adds (its labels, a checksum that
+// restarts the pods when the Horovod command changes, the pods'
+// priorityClassName, the image's pullPolicy, the ConfigMap's resource-policy) and what Helm does
+// instead (the namespace, which `helm install -n` creates). With
+// certificates.source certManager the certificates are config/certmanager's;
+// with the default, generated, the chart has a Secret and a caBundle where
+// config/ has cert-manager's objects and annotation.
+func TestOneTruthWithConfig(t *testing.T) {
+	root, err := fixtures.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"webhook", "policy", "both"} {
+		dir := installs[mode]
+		kustomized, err := manifests.Render(filepath.Join(root, "config", dir), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, source := range []string{"certManager", "generate"} {
+			t.Run(mode+", certificates "+source+", against config/"+dir, func(t *testing.T) {
+				// config/'s placeholder image, which the chart never has by default.
+				chart, err := Render(values("mode", mode, "certificates.source", source, "image.repository", "controller", "image.tag", "latest"),
+					MutatingAdmissionPolicyAPI, CertManagerAPI)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := byName(kustomized, func(obj *unstructured.Unstructured) bool {
+					switch {
+					case obj.GetKind() == "Namespace":
+						return false
+					case source == "generate" && obj.GroupVersionKind().Group == "cert-manager.io":
+						return false
+					case source == "generate" && obj.GetKind() == "MutatingWebhookConfiguration":
+						unstructured.RemoveNestedField(obj.Object, "metadata", "annotations", "cert-manager.io/inject-ca-from")
+						dropEmpty(obj.Object["metadata"].(map[string]any), "annotations")
+					}
+					return true
+				})
+				got := byName(chart, func(obj *unstructured.Unstructured) bool {
+					switch obj.GetKind() {
+					case "Secret":
+						return false
+					case "MutatingWebhookConfiguration":
+						webhooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+						for _, w := range webhooks {
+							unstructured.RemoveNestedField(w.(map[string]any), "clientConfig", "caBundle")
+						}
+						_ = unstructured.SetNestedSlice(obj.Object, webhooks, "webhooks")
+					}
+					return true
+				})
+				for name, obj := range got {
+					withoutLabelsConfigLacks(want[name], obj)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("config/%s and the chart with mode=%s differ (-config/ +chart):\n%s", dir, mode, diff)
+				}
+			})
+		}
+	}
+}
+
+// byName returns m's objects that keep returns true for, by Kind/name, each
+// without what the chart adds (see TestOneTruthWithConfig); keep may edit them.
+func byName(m *manifests.Manifests, keep func(*unstructured.Unstructured) bool) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, obj := range m.Objects {
+		obj = obj.DeepCopy()
+		if !keep(obj) {
+			continue
+		}
+		withoutChartAdditions(obj.Object, "")
+		out[obj.GetKind()+"/"+obj.GetName()] = obj.Object
+	}
+	return out
+}
+
+// withoutChartAdditions removes, at any depth of node (under key), the
+// chart's labels from labels and selectors, its annotations, the pods'
+// priorityClassName and the containers' imagePullPolicy, and gives cert-manager's Secrets the chart's names.
+func withoutChartAdditions(node any, key string) {
+	switch n := node.(type) {
+	case map[string]any:
+		if key == "labels" || key == "matchLabels" || key == "selector" {
+			for _, label := range helmLabels {
+				delete(n, label)
+			}
+		}
+		if key == "annotations" {
+			delete(n, "helm.sh/resource-policy")
+			for name := range n {
+				if strings.HasPrefix(name, "checksum/") {
+					delete(n, name)
+				}
+			}
+		}
+		if _, isPod := n["containers"]; isPod && key == "spec" {
+			delete(n, "priorityClassName")
+		}
+		if _, isContainer := n["image"]; isContainer {
+			delete(n, "imagePullPolicy")
+		}
+		for k, v := range n {
+			if name, ok := v.(string); ok && k == "secretName" && secretNames[name] != "" {
+				n[k] = secretNames[name]
+			}
+			// kustomize's YAML library reads a folded scalar's more-indented
+			// line with an empty line before it, which CEL ignores.
+			if expression, ok := v.(string); ok && k == "expression" {
+				n[k] = strings.ReplaceAll(expression, "\n\n", "\n")
+			}
+			withoutChartAdditions(v, k)
+		}
+		for _, k := range []string{"labels", "annotations"} {
+			dropEmpty(n, k)
+		}
+	case []any:
+		for _, v := range n {
+			withoutChartAdditions(v, key)
+		}
+	}
+}
+
+// withoutLabelsConfigLacks removes app.kubernetes.io/name from chart's
+// labels where config/'s object, want, has no labels: the chart labels
+// every object, config/ all but its webhook configuration.
+func withoutLabelsConfigLacks(want, chart map[string]any) {
+	if want == nil {
+		return
+	}
+	if _, found, _ := unstructured.NestedMap(want, "metadata", "labels"); !found {
+		unstructured.RemoveNestedField(chart, "metadata", "labels", "app.kubernetes.io/name")
+		dropEmpty(chart["metadata"].(map[string]any), "labels")
+	}
+}
+
+// dropEmpty deletes n[key] when it is an empty map.
+func dropEmpty(n map[string]any, key string) {
+	if m, ok := n[key].(map[string]any); ok && len(m) == 0 {
+		delete(n, key)
+	}
+}
+
+// TestOneTruthCoversEveryKind keeps TestOneTruthWithConfig from passing on
+// nothing: each mode compares the objects config/ renders.
+func TestOneTruthCoversEveryKind(t *testing.T) {
+	root, err := fixtures.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"default": {"ConfigMap", "Deployment", "MutatingWebhookConfiguration", "PodDisruptionBudget", "Service", "ServiceAccount"},
+		"policy-only": {"ConfigMap", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
+			"ValidatingAdmissionPolicyBinding"},
+	}
+	for dir, kinds := range want {
+		m, err := manifests.Render(filepath.Join(root, "config", dir), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, obj := range m.Objects {
+			got = append(got, obj.GetKind())
+		}
+		for _, kind := range kinds {
+			if !slices.Contains(got, kind) {
+				t.Errorf("config/%s renders no %s: %v", dir, kind, got)
+			}
+		}
+	}
+}

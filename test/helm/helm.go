@@ -1,0 +1,70 @@
+// Package helm tests the chart in charts/flyte-mpi-webhook as users install
+// it: `helm lint --strict`, renderings of a table of values, the same objects
+// as config/ renders for each mode, and `helm install`, `helm upgrade` and
+// `helm uninstall` through the Helm 3 and Helm 4 SDKs into envtest's API
+// server. A module of its own, so that the Helm SDKs are never dependencies
+// of the webhook.
+package helm
+
+import (
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
+)
+
+const (
+	// ReleaseName is the release the README's install command names: with
+	// it, the chart's objects have config/'s names.
+	ReleaseName = "flyte-mpi-webhook"
+	// Namespace is the README's namespace, config/'s.
+	Namespace = "flyte-mpi-webhook-system"
+)
+
+// Capabilities a cluster may serve beyond what Helm knows without one, for Render.
+const (
+	MutatingAdmissionPolicyAPI = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+	CertManagerAPI             = "cert-manager.io/v1"
+	PrometheusOperatorAPI      = "monitoring.coreos.com/v1"
+)
+
+// KubeVersion is the Kubernetes version Render reports, envtest's.
+var KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+
+// ChartDir returns the chart's directory.
+func ChartDir() (string, error) {
+	return fixtures.Path("charts", "flyte-mpi-webhook")
+}
+
+// Render renders the chart as `helm template` does, for ReleaseName in
+// Namespace, with values over the chart's, on a cluster that also serves
+// apiVersions (such as MutatingAdmissionPolicyAPI). Values that fail the
+// schema or the chart's checks are an error, Helm's own.
+func Render(values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
+	dir, err := ChartDir()
+	if err != nil {
+		return nil, err
+	}
+	chart, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)
+	}
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.ClientOnly, install.DryRun = true, true
+	install.ReleaseName, install.Namespace = ReleaseName, Namespace
+	install.KubeVersion = &KubeVersion
+	install.APIVersions = apiVersions
+	rel, err := install.Run(chart, values)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifests.Parse([]byte(rel.Manifest))
+	if err != nil {
+		return nil, fmt.Errorf("the chart's rendering: %w", err)
+	}
+	return m, nil
+}

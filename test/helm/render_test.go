@@ -1,0 +1,350 @@
+package helm
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/util/jsonpath"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
+)
+
+// image is the image repository the renderings run.
+const image = "registry.example/flyte-mpi-webhook"
+
+// withImage returns values with image.repository set, and more values given
+// as dotted paths ("webhook.failurePolicy") to values.
+func withImage(more ...any) map[string]any {
+	return values(append([]any{"image.repository", image}, more...)...)
+}
+
+// values builds chart values from pairs of a dotted path and a value.
+func values(pairs ...any) map[string]any {
+	out := map[string]any{}
+	for i := 0; i < len(pairs); i += 2 {
+		keys := strings.Split(pairs[i].(string), ".")
+		node := out
+		for _, key := range keys[:len(keys)-1] {
+			next, ok := node[key].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				node[key] = next
+			}
+			node = next
+		}
+		node[keys[len(keys)-1]] = pairs[i+1]
+	}
+	return out
+}
+
+// kinds lists the rendered objects as Kind/name, sorted.
+func kinds(m *manifests.Manifests) []string {
+	var out []string
+	for _, obj := range m.Objects {
+		out = append(out, obj.GetKind()+"/"+obj.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fields reads, for each key "Kind/name {jsonpath}" of want, that field of
+// that rendered object, as JSON for anything but a string; "(missing)" when
+// the object or the field is not rendered.
+func fields(t *testing.T, m *manifests.Manifests, want map[string]string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for key := range want {
+		object, path, _ := strings.Cut(key, " ")
+		kind, name, _ := strings.Cut(object, "/")
+		obj, err := m.FindNamed(kind, name)
+		if err != nil {
+			got[key] = "(missing)"
+			continue
+		}
+		jp := jsonpath.New(key)
+		if err := jp.Parse(path); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		results, err := jp.FindResults(obj.Object)
+		if err != nil || len(results) == 0 || len(results[0]) == 0 {
+			got[key] = "(missing)"
+			continue
+		}
+		var values []string
+		for _, r := range results[0] {
+			if s, ok := r.Interface().(string); ok {
+				values = append(values, s)
+				continue
+			}
+			b, err := yaml.Marshal(r.Interface())
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			j, err := yaml.YAMLToJSON(b)
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			values = append(values, string(bytes.TrimSpace(j)))
+		}
+		got[key] = strings.Join(values, " ")
+	}
+	return got
+}
+
+// The rendered objects' names, as with config/.
+const (
+	deployment    = "Deployment/flyte-mpi-webhook-webhook-server"
+	webhookConfig = "MutatingWebhookConfiguration/flyte-mpi-webhook-mutating-webhook-configuration"
+	configMap     = "ConfigMap/flyte-mpi-webhook-horovod-worker-command"
+	binding       = "MutatingAdmissionPolicyBinding/flyte-mpi-webhook-worker-command"
+	container     = "{.spec.template.spec.containers[0]"
+)
+
+// webhookObjects are the objects of mode webhook with generated certificates.
+var webhookObjects = []string{configMap, deployment, webhookConfig,
+	"PodDisruptionBudget/flyte-mpi-webhook-webhook-server", "Secret/flyte-mpi-webhook-webhook-server-cert",
+	"Service/flyte-mpi-webhook-webhook-service", "ServiceAccount/flyte-mpi-webhook-webhook-server"}
+
+// policyObjects are the admission policies of modes policy and both.
+var policyObjects = []string{binding, "MutatingAdmissionPolicy/flyte-mpi-webhook-worker-command",
+	"ValidatingAdmissionPolicy/flyte-mpi-webhook-warnings", "ValidatingAdmissionPolicyBinding/flyte-mpi-webhook-warnings"}
+
+func sorted(lists ...[]string) []string {
+	out := slices.Concat(lists...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func TestRender(t *testing.T) {
+	defaultArgs := `["--cert-dir=/tmp/k8s-webhook-server/serving-certs","--port=9443","--health-probe-bind-address=:8081",` +
+		`"--metrics-bind-address=:8080","--horovod-worker-command=$(HOROVOD_WORKER_COMMAND)"`
+	cases := []struct {
+		name        string
+		values      map[string]any
+		apiVersions []string
+		// objects, when set, are the rendered objects' Kind/name.
+		objects []string
+		// want maps "Kind/name {jsonpath}" to the field's value.
+		want map[string]string
+	}{{
+		name:    "mode webhook, the default: the image at the chart's appVersion, certificates generated",
+		values:  withImage(),
+		objects: webhookObjects,
+		want: map[string]string{
+			deployment + " " + container + ".image}":                                          image + ":v0.1.0",
+			deployment + " " + container + ".args}":                                           defaultArgs + "]",
+			deployment + " {.spec.replicas}":                                                  "2",
+			deployment + " {.spec.template.spec.priorityClassName}":                           "system-cluster-critical",
+			deployment + " {.spec.template.spec.automountServiceAccountToken}":                "false",
+			deployment + " {.spec.template.spec.volumes[0].secret.secretName}":                "flyte-mpi-webhook-webhook-server-cert",
+			webhookConfig + " {.webhooks[0].failurePolicy}":                                   "Fail",
+			webhookConfig + " {.webhooks[0].clientConfig.service.namespace}":                  Namespace,
+			webhookConfig + " {.webhooks[0].namespaceSelector.matchExpressions}":              `[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","flyte-mpi-webhook-system"]}]`,
+			webhookConfig + " {.webhooks[0].matchConditions}":                                 "(missing)",
+			"Secret/flyte-mpi-webhook-webhook-server-cert {.type}":                            "kubernetes.io/tls",
+			configMap + " {.data.command}":                                                    "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config",
+			configMap + " {.metadata.annotations.helm\\.sh/resource-policy}":                  "keep",
+			"ServiceAccount/flyte-mpi-webhook-webhook-server {.automountServiceAccountToken}": "false",
+		},
+	}, {
+		name:   "a tag and a digest",
+		values: withImage("image.tag", "v0.1.1", "image.digest", "sha256:"+strings.Repeat("ab", 32), "image.pullPolicy", "Always"),
+		want: map[string]string{
+			deployment + " " + container + ".image}":           image + ":v0.1.1@sha256:" + strings.Repeat("ab", 32),
+			deployment + " " + container + ".imagePullPolicy}": "Always",
+		},
+	}, {
+		name:        "mode policy: no webhook, no image needed, the policy's parameter in the release's namespace",
+		values:      values("mode", "policy"),
+		apiVersions: []string{MutatingAdmissionPolicyAPI},
+		objects: sorted(policyObjects, []string{configMap, "ValidatingAdmissionPolicy/flyte-mpi-webhook-no-webhook",
+			"ValidatingAdmissionPolicyBinding/flyte-mpi-webhook-no-webhook"}),
+		want: map[string]string{
+			binding + " {.spec.paramRef}": `{"name":"flyte-mpi-webhook-horovod-worker-command","namespace":"flyte-mpi-webhook-system","parameterNotFoundAction":"Deny"}`,
+		},
+	}, {
+		name:        "mode both: the webhook gets what the policy leaves",
+		values:      withImage("mode", "both"),
+		apiVersions: []string{MutatingAdmissionPolicyAPI},
+		objects:     sorted(webhookObjects, policyObjects),
+		want: map[string]string{
+			webhookConfig + " {.webhooks[0].matchConditions[0].name}": "left-to-the-webhook-by-the-policy",
+		},
+	}, {
+		name: "another namespace reaches every reference to it",
+		values: withImage("mode", "both", "certificates.source", "certManager",
+			"webhook.excludedNamespaces", []any{"kube-system", "monitoring"}),
+		apiVersions: []string{MutatingAdmissionPolicyAPI, CertManagerAPI},
+		want: map[string]string{
+			webhookConfig + " {.metadata.annotations.cert-manager\\.io/inject-ca-from}":    Namespace + "/flyte-mpi-webhook-serving-cert",
+			webhookConfig + " {.webhooks[0].clientConfig.caBundle}":                        "(missing)",
+			webhookConfig + " {.webhooks[0].namespaceSelector.matchExpressions[0].values}": `["kube-system","monitoring","flyte-mpi-webhook-system"]`,
+			"Certificate/flyte-mpi-webhook-serving-cert {.spec.dnsNames}": `["flyte-mpi-webhook-webhook-service.flyte-mpi-webhook-system.svc",` +
+				`"flyte-mpi-webhook-webhook-service.flyte-mpi-webhook-system.svc.cluster.local"]`,
+			"Certificate/flyte-mpi-webhook-serving-cert {.spec.secretName}":                                                                  "flyte-mpi-webhook-webhook-server-cert",
+			"Issuer/flyte-mpi-webhook-ca-issuer {.spec.ca.secretName}":                                                                       "flyte-mpi-webhook-webhook-ca",
+			"Certificate/flyte-mpi-webhook-ca {.spec.issuerRef.name}":                                                                        "flyte-mpi-webhook-selfsigned-issuer",
+			"MutatingAdmissionPolicy/flyte-mpi-webhook-worker-command {.spec.matchConstraints.namespaceSelector.matchExpressions[0].values}": `["kube-system","monitoring","flyte-mpi-webhook-system"]`,
+		},
+	}, {
+		name:    "an existing Secret and its CA",
+		values:  withImage("certificates.source", "secret", "certificates.secret.name", "my-cert", "certificates.secret.caBundle", "Q0E="),
+		objects: sorted(slices.DeleteFunc(slices.Clone(webhookObjects), func(s string) bool { return strings.HasPrefix(s, "Secret/") })),
+		want: map[string]string{
+			deployment + " {.spec.template.spec.volumes[0].secret.secretName}": "my-cert",
+			webhookConfig + " {.webhooks[0].clientConfig.caBundle}":            "Q0E=",
+		},
+	}, {
+		name: "every decision flag, and the log level",
+		values: withImage("decisions.fallbackWorkerCommand", "/usr/sbin/sshd -D -o 'X=$(Y)'", "decisions.onInvalid", "warn",
+			"decisions.inferWorkerCommand", false, "decisions.injectAs", "args", "decisions.containerName", "main",
+			"decisions.flyteTaskSelector", "execution-id", "decisions.horovodWorkerCommand", "", "logLevel", "debug"),
+		want: map[string]string{
+			deployment + " " + container + ".args}": defaultArgs + `,"--fallback-worker-command=/usr/sbin/sshd -D -o 'X=$$(Y)'",` +
+				`"--on-invalid=warn","--infer-worker-command=false","--inject-as=args","--container-name=main",` +
+				`"--flyte-task-selector=execution-id","--zap-log-level=debug"]`,
+			configMap + " {.data.command}": "",
+		},
+	}, {
+		name: "the pods' settings",
+		values: withImage("replicas", 3, "priorityClassName", "", "nodeSelector", map[string]any{"pool": "system"},
+			"tolerations", []any{map[string]any{"key": "dedicated", "operator": "Exists"}},
+			"topologySpreadConstraints", []any{map[string]any{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"team": "ml"}}}},
+			"podLabels", map[string]any{"team": "ml"}, "podAnnotations", map[string]any{"note": "x"},
+			"imagePullSecrets", []any{map[string]any{"name": "pull"}}, "podDisruptionBudget.minAvailable", "50%",
+			"webhook.failurePolicy", "Ignore", "webhook.timeoutSeconds", 10),
+		want: map[string]string{
+			deployment + " {.spec.replicas}":                                            "3",
+			deployment + " {.spec.template.spec.priorityClassName}":                     "(missing)",
+			deployment + " {.spec.template.spec.nodeSelector}":                          `{"pool":"system"}`,
+			deployment + " {.spec.template.spec.tolerations}":                           `[{"key":"dedicated","operator":"Exists"}]`,
+			deployment + " {.spec.template.spec.topologySpreadConstraints}":             `[{"labelSelector":{"matchLabels":{"team":"ml"}},"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule"}]`,
+			deployment + " {.spec.template.metadata.labels.team}":                       "ml",
+			deployment + " {.spec.template.metadata.annotations.note}":                  "x",
+			deployment + " {.spec.template.spec.imagePullSecrets}":                      `[{"name":"pull"}]`,
+			"PodDisruptionBudget/flyte-mpi-webhook-webhook-server {.spec.minAvailable}": "50%",
+			webhookConfig + " {.webhooks[0].failurePolicy}":                             "Ignore",
+			webhookConfig + " {.webhooks[0].timeoutSeconds}":                            "10",
+		},
+	}, {
+		name: "the extras: NetworkPolicy, ServiceMonitor, PrometheusRule",
+		values: withImage("networkPolicy.enabled", true,
+			"networkPolicy.webhookFrom", []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}},
+			"networkPolicy.metricsFrom", []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"name": "monitoring"}}}},
+			"serviceMonitor.enabled", true, "prometheusRule.enabled", true, "podDisruptionBudget.enabled", false),
+		apiVersions: []string{PrometheusOperatorAPI},
+		objects: sorted(slices.DeleteFunc(slices.Clone(webhookObjects), func(s string) bool { return strings.HasPrefix(s, "PodDisruptionBudget/") }),
+			[]string{"NetworkPolicy/flyte-mpi-webhook-webhook-server", "PrometheusRule/flyte-mpi-webhook",
+				"Service/flyte-mpi-webhook-metrics", "ServiceMonitor/flyte-mpi-webhook"}),
+		want: map[string]string{
+			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.ingress[*].ports[0].port}": "webhook-server metrics",
+			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.ingress[0].from}":          `[{"ipBlock":{"cidr":"10.0.0.0/24"}}]`,
+			"PrometheusRule/flyte-mpi-webhook {.spec.groups[0].rules[0].expr}":                `sum(increase(flyte_mpi_webhook_decisions_total{outcome="denied_invalid"}[15m])) > 0`,
+			"PrometheusRule/flyte-mpi-webhook {.spec.groups[0].rules[0].annotations.summary}": "flyte-mpi-webhook denied {{ $value }} MPIJob creations: an mpi.flyte.org/* annotation is invalid; " +
+				"the reason is in the webhook's logs and in the Flyte execution's error",
+			"ServiceMonitor/flyte-mpi-webhook {.spec.endpoints[0].port}": "metrics",
+		},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Render(tc.values, tc.apiVersions...)
+			if err != nil {
+				t.Fatalf("Render: %v", err)
+			}
+			if tc.objects != nil {
+				if diff := cmp.Diff(tc.objects, kinds(m)); diff != "" {
+					t.Errorf("objects (-want +got):\n%s", diff)
+				}
+			}
+			if diff := cmp.Diff(tc.want, fields(t, m, tc.want)); diff != "" {
+				t.Errorf("fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRenderRefuses holds the chart to refusing wrong values, before
+// anything is installed, with a message that names the value.
+func TestRenderRefuses(t *testing.T) {
+	cases := []struct {
+		name        string
+		values      map[string]any
+		apiVersions []string
+		// want are substrings of the error.
+		want []string
+	}{
+		{name: "no image", values: values(),
+			want: []string{"image.repository is required with mode=webhook", "--set image.repository="}},
+		{name: "no image, mode both", values: values("mode", "both"), apiVersions: []string{MutatingAdmissionPolicyAPI},
+			want: []string{"image.repository is required with mode=both"}},
+		{name: "mode policy on a cluster without MutatingAdmissionPolicy", values: values("mode", "policy"),
+			want: []string{"mode=policy needs admissionregistration.k8s.io/v1 MutatingAdmissionPolicy", "from 1.36", "v1.37.2"}},
+		{name: "a mode that is none", values: withImage("mode", "policies"),
+			want: []string{"/mode", "webhook", "policy", "both"}},
+		{name: "a value of the wrong type", values: withImage("replicas", "two"), want: []string{"replicas", "integer"}},
+		{name: "a misspelt value", values: withImage("replica", 3), want: []string{"replica"}},
+		{name: "a misspelt nested value", values: withImage("webhook.failurepolicy", "Ignore"), want: []string{"failurepolicy"}},
+		{name: "a failurePolicy that is none", values: withImage("webhook.failurePolicy", "fail"), want: []string{"failurePolicy", "Fail", "Ignore"}},
+		{name: "a timeout past 30 s", values: withImage("webhook.timeoutSeconds", 31), want: []string{"timeoutSeconds"}},
+		{name: "a digest that is none", values: withImage("image.digest", "abc"), want: []string{"digest"}},
+		{name: "an onInvalid that is none", values: withImage("decisions.onInvalid", "allow"), want: []string{"onInvalid", "deny", "warn"}},
+		{name: "a certificate source that is none", values: withImage("certificates.source", "vault"), want: []string{"source", "generate"}},
+		{name: "a Secret without its name", values: withImage("certificates.source", "secret", "certificates.secret.caBundle", "Q0E="),
+			want: []string{"certificates.secret.name is required"}},
+		{name: "a Secret without its CA", values: withImage("certificates.source", "secret", "certificates.secret.name", "c"),
+			want: []string{"certificates.secret.caBundle is required"}},
+		{name: "cert-manager on a cluster without it", values: withImage("certificates.source", "certManager"),
+			want: []string{"certificates.source=certManager needs cert-manager"}},
+		{name: "a policy with a flag it does not implement", values: withImage("mode", "both", "decisions.injectAs", "args"),
+			apiVersions: []string{MutatingAdmissionPolicyAPI}, want: []string{`decisions.injectAs="args"`, "mode=both"}},
+		{name: "a policy without inference", values: values("mode", "policy", "decisions.inferWorkerCommand", false),
+			apiVersions: []string{MutatingAdmissionPolicyAPI}, want: []string{"decisions.inferWorkerCommand=false", "mode=policy"}},
+		{name: "a NetworkPolicy that names no API server", values: withImage("networkPolicy.enabled", true),
+			want: []string{"networkPolicy.webhookFrom is required"}},
+		{name: "a ServiceMonitor without the prometheus-operator", values: withImage("serviceMonitor.enabled", true),
+			want: []string{"serviceMonitor.enabled needs the prometheus-operator"}},
+		{name: "a PrometheusRule with no webhook", values: values("mode", "policy", "prometheusRule.enabled", true),
+			apiVersions: []string{MutatingAdmissionPolicyAPI, PrometheusOperatorAPI}, want: []string{"prometheusRule.enabled: mode=policy runs no webhook"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Render(tc.values, tc.apiVersions...)
+			if err == nil {
+				t.Fatalf("Render succeeded; want an error with %q", tc.want)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRenderGeneratesOneCertificate checks that the caBundle trusts the CA in
+// the generated Secret, and that the serving certificate names the Service.
+func TestRenderGeneratesOneCertificate(t *testing.T) {
+	m, err := Render(withImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fields(t, m, map[string]string{
+		"Secret/flyte-mpi-webhook-webhook-server-cert {.data.ca\\.crt}":  "",
+		webhookConfig + " {.webhooks[0].clientConfig.caBundle}":          "",
+		"Secret/flyte-mpi-webhook-webhook-server-cert {.data.tls\\.crt}": "",
+	})
+	ca, caBundle := got["Secret/flyte-mpi-webhook-webhook-server-cert {.data.ca\\.crt}"], got[webhookConfig+" {.webhooks[0].clientConfig.caBundle}"]
+	if ca == "" || ca != caBundle {
+		t.Fatalf("the caBundle is not the Secret's ca.crt:\ncaBundle %.40s...\nca.crt   %.40s...", caBundle, ca)
+	}
+	if err := verifyServing(ca, got["Secret/flyte-mpi-webhook-webhook-server-cert {.data.tls\\.crt}"],
+		fmt.Sprintf("flyte-mpi-webhook-webhook-service.%s.svc", Namespace)); err != nil {
+		t.Fatal(err)
+	}
+}
