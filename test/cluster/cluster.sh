@@ -50,7 +50,17 @@ delivery_image=kubeflow/kubectl-delivery:latest
 
 started=$SECONDS
 log() { echo "cluster: $(date -u +%T) [+$((SECONDS - started))s] $*" >&2; }
-die() { log "$*"; exit 1; }
+# die logs why it gives up, with the end of every log of the cluster's parts.
+die() {
+	log "$*"
+	local file
+	for file in "$state"/logs/*.log; do
+		[[ -f "$file" ]] || continue
+		echo "----- the end of $file" >&2
+		tail -n 15 "$file" >&2
+	done
+	exit 1
+}
 in_netns() { nsenter --net="/run/netns/$netns" "$@"; }
 
 # await WHAT SECONDS CMD... runs CMD every half second until it succeeds, or
