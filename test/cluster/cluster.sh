@@ -259,7 +259,7 @@ up() {
 	start containerd containerd --config "$state/containerd/config.toml"
 	start kube-apiserver "$KUBEBUILDER_ASSETS/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
 		--bind-address "$node_ip" --advertise-address "$node_ip" --secure-port 6443 \
-		--service-cluster-ip-range "$service_cidr" --enable-aggregator-routing \
+		--service-cluster-ip-range "$service_cidr" --enable-aggregator-routing --kubelet-preferred-address-types InternalIP \
 		--tls-cert-file "$state/pki/apiserver.crt" --tls-private-key-file "$state/pki/apiserver.key" \
 		--client-ca-file "$state/pki/ca.crt" --authorization-mode Node,RBAC \
 		--kubelet-client-certificate "$state/pki/admin.crt" --kubelet-client-key "$state/pki/admin.key" \
@@ -398,6 +398,7 @@ down() {
 	rmdir "$operator_cert_dir" "$(dirname "$operator_cert_dir")" 2> /dev/null || true
 	# libcni's cache of our network's results, the one path containerd does not let us move.
 	rm -rf /var/lib/cni/results/flyte-mpi-webhook-pods-*
+	rmdir /var/lib/cni/results /var/lib/cni 2> /dev/null || true # when nothing else left anything there
 	rm -rf "$state"
 	leftovers
 	log "torn down"
