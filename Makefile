@@ -1,8 +1,21 @@
 # flyte-mpi-webhook: a mutating admission webhook that makes Flyte's MPI and
 # Horovod workers run their worker command. `make help` lists the targets.
 
-# Image URL to use for building, pushing and deploying the image.
-IMG ?= flyte-mpi-webhook:latest
+# The image deploy and build-installer set in config/: no default, so that
+# nothing is deployed with an image nobody built (make image writes one).
+IMG ?=
+# The repository the image is published to; make image and make release name it so.
+IMAGE_REPOSITORY ?= ghcr.io/flyteorg/flyte-mpi-webhook
+# The version the binary reports and the image's tag: make release sets it.
+VERSION ?= dev
+# The commit the build is from, -dirty when the work tree has changes, and
+# its time, which every file and the config of the image carry.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+VERSION_PACKAGE = github.com/flyteorg/flyte-mpi-webhook/internal/version
+# hack/image builds the image's binaries with these flags too (a test holds
+# them, and the Dockerfile's, equal).
+LDFLAGS = -s -w -X $(VERSION_PACKAGE).Version=$(VERSION) -X $(VERSION_PACKAGE).Revision=$(REVISION)
 # Kubernetes version of the envtest API server (kube-apiserver and etcd).
 ENVTEST_K8S_VERSION ?= 1.37.2
 # The training-operator whose kubeflow.org/v1 MPIJob CRD the v1 suite installs.
@@ -117,8 +130,32 @@ envtest-assets: ## Obtain kube-apiserver and etcd for envtest, and print where t
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/webhook.
-	$(GO) build -o bin/webhook ./cmd/webhook
+build: ## Build bin/webhook, which reports VERSION (default dev) and the commit.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="$(LDFLAGS)" -o bin/webhook ./cmd/webhook
+
+# make image's tarball, and REPOSITORY:VERSION@DIGEST in a file beside it.
+IMAGE_TAR ?= bin/image/flyte-mpi-webhook-$(VERSION).tar
+
+.PHONY: image
+image: ## Build the image IMAGE_REPOSITORY:VERSION for linux/amd64 and linux/arm64 into IMAGE_TAR (bin/image/flyte-mpi-webhook-VERSION.tar), without Docker: docker load, ctr -n k8s.io images import and skopeo read it.
+	@mkdir -p $(dir $(IMAGE_TAR))
+	$(GO) -C hack/image run . -repo-root "$(CURDIR)" -out "$(abspath $(IMAGE_TAR))" \
+		-repository "$(IMAGE_REPOSITORY)" -version "$(VERSION)" -revision "$(REVISION)" -epoch "$(SOURCE_DATE_EPOCH)" \
+		> $(IMAGE_TAR:.tar=.ref).tmp
+	mv $(IMAGE_TAR:.tar=.ref).tmp $(IMAGE_TAR:.tar=.ref)
+	@cat $(IMAGE_TAR:.tar=.ref)
+
+.PHONY: image-check
+image-check: image ## Check make image's tarball: nonroot, /webhook, both platforms, no shell, the Dockerfile's flags, a second build's digest the same (hack/image); skopeo reads it; a containerd of its own imports and runs it.
+	IMAGE_ARCHIVE="$(abspath $(IMAGE_TAR))" $(GO) -C hack/image test -count=1 ./...
+	@command -v skopeo >/dev/null || { echo "image-check: no skopeo; apt-get install -y skopeo containerd" >&2; exit 1; }
+	skopeo inspect --raw oci-archive:$(IMAGE_TAR) | grep '"application/vnd.oci.image.index.v1+json"' >/dev/null
+	for arch in amd64 arm64; do \
+		skopeo --override-os linux --override-arch $$arch inspect --config oci-archive:$(IMAGE_TAR) \
+			| grep "\"architecture\": \"$$arch\"" >/dev/null || { echo "skopeo: no linux/$$arch image in $(IMAGE_TAR)" >&2; exit 1; }; \
+	done
+	skopeo inspect --config docker-archive:$(IMAGE_TAR) | grep '"User": "65532:65532"' >/dev/null
+	hack/image/containerd-check.sh $(IMAGE_TAR) $(IMAGE_REPOSITORY):$(VERSION) $(VERSION)
 
 .PHONY: run
 run: build bin/certs/tls.crt ## Run the webhook locally, with a self-signed certificate from bin/certs.
@@ -180,7 +217,7 @@ test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-
 TEST_CLUSTER_ARGS ?=
 
 .PHONY: test-cluster
-test-cluster: ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh), install the webhook from its image with the chart, run Flyte's Horovod job to Succeeded on it, and tear it all down (docs/CLUSTER.md).
+test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh), install the webhook from its image with the chart, run Flyte's Horovod job to Succeeded on it, and tear it all down (docs/CLUSTER.md).
 	@start=$$SECONDS; t() { echo "test-cluster: $$(date -u +%T) [+$$((SECONDS - start))s] $$*"; }; \
 	test/cluster/packages.sh && t "Debian packages there" && \
 	parts=$$(hack/cluster/build.sh) && export $$parts && t "node binaries built" && \
@@ -192,7 +229,7 @@ test-cluster: ## Start a real single-node cluster in a network namespace (test/c
 	$(MAKE) --no-print-directory image && t "webhook image built" && \
 	$(GO) test -c -o bin/cluster.test ./test/cluster && t "suite built" && \
 	env $(ENVTEST_ENV) IMAGE_TARS="$$JOB_IMAGE_TAR $(abspath $(IMAGE_TAR))" \
-		WEBHOOK_IMAGE=$(IMAGE_REPOSITORY):$(VERSION) CHART=$(CURDIR)/charts/flyte-mpi-webhook \
+		WEBHOOK_IMAGE=$(IMAGE_REPOSITORY):$(VERSION) CHART=$(CURDIR)/$(CHART_DIR) HELM=$(HELM) \
 		test/cluster/cluster.sh test bin/cluster.test -test.v -ginkgo.v $(TEST_CLUSTER_ARGS) && t "done"
 
 ##@ Deployment
@@ -213,38 +250,96 @@ endif
 # build-installer's file: dist/install.yaml for the webhook, dist/install-INSTALL.yaml for the others.
 INSTALLER = dist/install$(if $(filter default,$(INSTALL)),,-$(INSTALL)).yaml
 
+# The image config/manager names, NAME:TAG, the newest release (CHANGELOG.md);
+# deploy and build-installer replace it with IMG.
+IMAGE_IN_CONFIG_REF = $(shell sed -n 's/^ *image: //p' config/manager/manager.yaml)
+IMAGE_IN_CONFIG = $(firstword $(subst :, ,$(IMAGE_IN_CONFIG_REF)))
+RELEASED_VERSION = $(lastword $(subst :, ,$(IMAGE_IN_CONFIG_REF)))
+
+# need-img stops a target that would install the webhook without IMG, before
+# it renders anything: config/ pins the released image, which a cluster
+# running a build of this tree does not want by accident.
+need-img = $(if $(or $(IMG),$(filter policy-only,$(INSTALL))),,$(error IMG is not set: \
+	set IMG to the image the webhook's pods run, such as IMG=$(IMAGE_REPOSITORY):$(VERSION) from make image \
+	(bin/image/flyte-mpi-webhook-$(VERSION).tar, loaded into the cluster), or the released one, $(IMAGE_REPOSITORY):$(RELEASED_VERSION)))
+
 # render-install prints config/INSTALL as `kustomize build` does, with the
-# image IMG set as `kustomize edit set image controller=IMG` sets it (a
-# no-op for policy-only, which runs no image), in an overlay in a temporary
-# directory: no file of config/ is edited.
+# image IMG set as `kustomize edit set image` sets it (a no-op for
+# policy-only, which runs no image), in an overlay in a temporary directory:
+# no file of config/ is edited.
 define render-install
 overlay=$$(mktemp -d) && trap 'rm -rf "$$overlay"' EXIT && \
 	printf 'resources:\n- %s\n' "$$(realpath --relative-to="$$overlay" config/$(INSTALL))" > "$$overlay/kustomization.yaml" && \
-	(cd "$$overlay" && $(KUSTOMIZE) edit set image controller=$(IMG)) && \
+	$(if $(IMG),(cd "$$overlay" && $(KUSTOMIZE) edit set image $(IMAGE_IN_CONFIG)=$(IMG)) &&) \
 	$(KUSTOMIZE) build "$$overlay"
 endef
 
+# admission-first keeps, of a rendered install on standard input, the objects
+# that send jobs to the webhook or the policies ($(1) = 1), or the others
+# ($(1) = 0). undeploy deletes the first before the second: a binding whose
+# parameter (the ConfigMap in the install's namespace) is gone refuses every
+# Flyte MPIJob (parameterNotFoundAction: Deny), and so does a webhook
+# configuration whose pods are gone (failurePolicy: Fail).
+define admission-first
+awk 'BEGIN { RS = "\n---\n"; ORS = "\n---\n" } \
+	{ admission = ($$0 ~ /(^|\n)kind: (MutatingWebhookConfiguration|MutatingAdmissionPolicyBinding|ValidatingAdmissionPolicyBinding)\n/) } \
+	admission == $(1) && NF > 0 { print }'
+endef
+
 .PHONY: docker-build
-docker-build: ## Build the image IMG.
-	$(CONTAINER_TOOL) build -t $(IMG) .
+docker-build: ## Build the image IMG with Docker, as make image builds it without.
+	$(if $(IMG),,$(error IMG is not set: set IMG to the image to build, such as IMG=$(IMAGE_REPOSITORY):$(VERSION)))
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the image IMG.
+	$(if $(IMG),,$(error IMG is not set: set IMG to the image to push))
 	$(CONTAINER_TOOL) push $(IMG)
 
 .PHONY: deploy
-deploy: kustomize ## Install config/INSTALL (default: the webhook; policy-only; default-with-policy), with image IMG, into the cluster of the current kubectl context.
+deploy: kustomize ## Install config/INSTALL (default: the webhook; policy-only; default-with-policy), with image IMG (required but for policy-only), into the cluster of the current kubectl context.
+	$(need-img)
 	$(render-install) | $(KUBECTL) apply -f -
 
 .PHONY: undeploy
-undeploy: kustomize ## Remove config/INSTALL from the cluster of the current kubectl context.
-	$(KUSTOMIZE) build config/$(INSTALL) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+undeploy: kustomize ## Remove config/INSTALL from the cluster of the current kubectl context: the webhook configuration and the policy bindings first, then the rest.
+	rendered=$$(mktemp) && trap 'rm -f "$$rendered"' EXIT && \
+	$(KUSTOMIZE) build config/$(INSTALL) > "$$rendered" && \
+	$(call admission-first,1) < "$$rendered" | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f - && \
+	$(call admission-first,0) < "$$rendered" | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 .PHONY: build-installer
-build-installer: kustomize ## Write config/INSTALL, with image IMG, as one file to kubectl apply -f: dist/install.yaml (default), dist/install-INSTALL.yaml (the others).
-	@mkdir -p dist
+build-installer: kustomize ## Write config/INSTALL, with image IMG (required but for policy-only), as one file to kubectl apply -f: dist/install.yaml (default), dist/install-INSTALL.yaml (the others).
+	$(need-img)
+	@mkdir -p $(dir $(INSTALLER))
 	$(render-install) > $(INSTALLER).tmp
 	mv $(INSTALLER).tmp $(INSTALLER)
+
+##@ Release
+
+# A release's version: v, then semver (https://semver.org), no build metadata
+# (an image tag has no +).
+SEMVER_RE = ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$$
+CHART_DIR ?= charts/flyte-mpi-webhook
+# What make release writes into dist/, besides SHA256SUMS.
+RELEASE_IMAGE_TAR = dist/flyte-mpi-webhook-$(VERSION)-image.tar
+RELEASE_CHART = dist/flyte-mpi-webhook-$(VERSION:v%=%).tgz
+RELEASE_INSTALLERS = dist/install.yaml dist/install-policy-only.yaml dist/install-default-with-policy.yaml
+
+.PHONY: release
+release: kustomize ## Write release VERSION (vX.Y.Z) into dist/: the image tarball, the chart, the one-file install of each mode with the image pinned to VERSION, and SHA256SUMS.
+	@[[ "$(VERSION)" =~ $(SEMVER_RE) ]] || { \
+		echo "VERSION=$(VERSION): want a release version, v and then semver without build metadata, such as VERSION=v0.1.0 or VERSION=v0.2.0-rc.1" >&2; exit 1; }
+	@[ -f $(CHART_DIR)/Chart.yaml ] || { echo "$(CHART_DIR)/Chart.yaml: no chart to package" >&2; exit 1; }
+	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
+	@mkdir -p dist
+	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_TAR=$(RELEASE_IMAGE_TAR)
+	for install in $(INSTALLS); do \
+		$(MAKE) --no-print-directory build-installer INSTALL=$$install IMG=$(IMAGE_REPOSITORY):$(VERSION) || exit 1; \
+	done
+	$(HELM) package $(CHART_DIR) --version $(VERSION:v%=%) --app-version $(VERSION) --destination dist
+	cd dist && sha256sum $(notdir $(RELEASE_IMAGE_TAR) $(RELEASE_CHART) $(RELEASE_INSTALLERS)) > SHA256SUMS
+	@cat dist/SHA256SUMS
 
 ##@ Performance
 
@@ -317,6 +412,21 @@ helm-docs: $(LOCALBIN) ## Build bin/helm-docs, which writes the chart's README (
 	rm -f "$(HELM_DOCS)"; \
 	$(GO) -C hack/helm-docs build -o "$(HELM_DOCS)-$(HELM_DOCS_VERSION)" github.com/norwoodj/helm-docs/cmd/helm-docs; \
 	ln -sf "$(HELM_DOCS)-$(HELM_DOCS_VERSION)" "$(HELM_DOCS)"; \
+	}
+
+# The Helm CLI that make release packages the chart with, pinned by
+# hack/helm/go.mod: a module of its own, for Helm's many dependencies.
+HELM ?= $(LOCALBIN)/helm
+HELM_VERSION ?= $(shell $(GO) -C hack/helm list -m -f '{{.Version}}' helm.sh/helm/v3)
+
+.PHONY: helm
+helm: $(LOCALBIN) ## Build bin/helm, with which make release packages the chart.
+	@[ -f "$(HELM)-$(HELM_VERSION)" ] && [ "$$(readlink -- "$(HELM)" 2>/dev/null)" = "$(HELM)-$(HELM_VERSION)" ] || { \
+	set -e; \
+	echo "Building helm.sh/helm/v3@$(HELM_VERSION) into $(HELM)"; \
+	rm -f "$(HELM)"; \
+	$(GO) -C hack/helm build -o "$(HELM)-$(HELM_VERSION)" helm.sh/helm/v3/cmd/helm; \
+	ln -sf "$(HELM)-$(HELM_VERSION)" "$(HELM)"; \
 	}
 
 # go-build-tool builds package $(2) of hack/tools at version $(3) into

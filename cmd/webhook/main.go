@@ -3,6 +3,7 @@
 //	webhook [flags]                 serve the mutating admission webhook
 //	webhook preview -f FILE [flags] print an MPIJob as the webhook would store it
 //	webhook annotate -f FILE        print the annotations for a task
+//	webhook version [-o json]       print the version, the commit and the Go version
 //
 // Run any of them with -h for its flags.
 package main
@@ -20,12 +21,14 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/version"
 )
 
 // subcommands are the offline tools beside the server.
 var subcommands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) error{
 	"preview":  runPreview,
 	"annotate": runAnnotate,
+	"version":  runVersion,
 }
 
 func main() {
@@ -66,7 +69,8 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	if err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting", "port", cfg.Port, "certDir", cfg.CertDir,
+	build := version.Get()
+	ctrl.Log.Info("starting", "version", build.Version, "revision", build.Revision, "goVersion", build.GoVersion, "port", cfg.Port, "certDir", cfg.CertDir,
 		"flyteTaskSelector", opts.FlyteTaskSelector.String(), "containerName", opts.ContainerName,
 		"injectAs", opts.InjectAs, "horovodWorkerCommand", opts.HorovodCommand, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid,
 		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit)

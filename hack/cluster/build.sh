@@ -3,7 +3,6 @@
 # runs, building each from the Go module proxy on first use:
 #   KUBELET_BIN, KUBE_CONTROLLER_MANAGER_BIN, KUBE_SCHEDULER_BIN, KUBECTL  (hack/cluster/k8s)
 #   CLUSTER_IMAGE_BIN, PAUSE_BIN, KUBECTL_DELIVERY_BIN             (hack/cluster/images)
-#   HELM                                                          (hack/cluster/helm)
 # They are cached in $CLUSTER_CACHE (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/cluster) under
 # <name>-<version>/, so that only the first run on a machine pays for them.
@@ -32,8 +31,6 @@ kubelet=$(k8s_bin kubelet)
 scheduler=$(k8s_bin kube-scheduler)
 controller=$(k8s_bin kube-controller-manager)
 kubectl=$(k8s_bin kubectl)
-helm_version=$(cd "$here/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
-helm=$(build_cached "$here/helm" helm.sh/helm/v3/cmd/helm "$cache/helm-$helm_version/helm" -trimpath -ldflags "-s -w")
 # The images' programs are static: they run in images with no libc.
 images_key=$(cd "$here/images" && { go env GOVERSION; sha256sum go.mod go.sum ./*.go ./*/*.go; } | sha256sum | cut -c1-12)
 images_bin() { CGO_ENABLED=0 build_cached "$here/images" "./$1" "$cache/images-$images_key/$2" -trimpath -ldflags "-s -w"; }
@@ -44,7 +41,6 @@ echo "KUBELET_BIN=$kubelet"
 echo "KUBE_SCHEDULER_BIN=$scheduler"
 echo "KUBE_CONTROLLER_MANAGER_BIN=$controller"
 echo "KUBECTL=$kubectl"
-echo "HELM=$helm"
 echo "CLUSTER_IMAGE_BIN=$image"
 echo "PAUSE_BIN=$pause"
 echo "KUBECTL_DELIVERY_BIN=$delivery"

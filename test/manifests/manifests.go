@@ -23,9 +23,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// ImageName is the image the Deployment in config/manager names; Render
-// replaces it, as `kustomize edit set image controller=IMG` would.
-const ImageName = "controller"
+// ImageName is the image the Deployment in config/manager names, without
+// its tag (the newest release); Render replaces it, as `kustomize edit set
+// image ghcr.io/flyteorg/flyte-mpi-webhook=IMG` would.
+const ImageName = "ghcr.io/flyteorg/flyte-mpi-webhook"
+
+// ImageTag is the tag config/manager pins: the newest release of
+// CHANGELOG.md (TestRenderSetsTheImage holds the three equal).
+const ImageTag = "v0.1.0"
 
 // KustomizeEnv names the environment variable that holds the kustomize
 // binary's path; the Makefile sets it. When it is empty, Render runs
@@ -41,7 +46,7 @@ type Manifests struct {
 }
 
 // Render builds the kustomization in dir with `kustomize build`. A non-empty
-// image replaces ImageName as `kustomize edit set image controller=IMAGE`
+// image replaces ImageName as `kustomize edit set image ImageName=IMAGE`
 // does, in an overlay in a temporary directory, so that no file under dir
 // is edited.
 func Render(dir, image string) (*Manifests, error) {

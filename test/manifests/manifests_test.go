@@ -48,12 +48,15 @@ func TestRenderSetsTheImage(t *testing.T) {
 		image string
 		want  string
 	}{
-		{image: "", want: "controller:latest"},
+		{image: "", want: manifests.ImageName + ":" + manifests.ImageTag},
 		{image: "flyte-mpi-webhook:v0.1.0", want: "flyte-mpi-webhook:v0.1.0"},
-		// As `kustomize edit set image controller=my-org/flyte-mpi-webhook`: the tag stays.
-		{image: "my-org/flyte-mpi-webhook", want: "my-org/flyte-mpi-webhook:latest"},
+		// As `kustomize edit set image NAME=my-org/flyte-mpi-webhook`: the tag stays.
+		{image: "my-org/flyte-mpi-webhook", want: "my-org/flyte-mpi-webhook:" + newestRelease(t)},
 		{image: "localhost:5000/my-org/flyte-mpi-webhook:v0.1.0", want: "localhost:5000/my-org/flyte-mpi-webhook:v0.1.0"},
 		{image: "my-org/flyte-mpi-webhook@" + digest, want: "my-org/flyte-mpi-webhook@" + digest},
+	}
+	if newest := newestRelease(t); manifests.ImageTag != newest {
+		t.Errorf("manifests.ImageTag %s, CHANGELOG.md's newest release %s: want the same", manifests.ImageTag, newest)
 	}
 	for _, tt := range tests {
 		t.Run(tt.image, func(t *testing.T) {
@@ -170,7 +173,7 @@ spec:
 		t.Fatalf("without an image: %v", err)
 	}
 	_, err := manifests.Render(dir, "my-org/flyte-mpi-webhook:v0.1.0")
-	if want := "no container has image controller"; err == nil || !strings.Contains(err.Error(), want) {
+	if want := "no container has image " + manifests.ImageName; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got error %v, want one that says %q", err, want)
 	}
 }

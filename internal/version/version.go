@@ -1,0 +1,91 @@
+// Package version says which build of the webhook runs: the release it was
+// built as, the commit, and the Go toolchain. `webhook version` prints it,
+// the start-up log line carries it, and the metric
+// flyte_mpi_webhook_build_info exposes it.
+package version
+
+import (
+	"runtime"
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Version and Revision are set at build time with
+// -ldflags "-X github.com/flyteorg/flyte-mpi-webhook/internal/version.Version=v1.2.3 -X ...Revision=SHA"
+// (make build, make image, the Dockerfile). Left as they are, Get reads
+// what the Go toolchain recorded instead.
+var (
+	Version  = Unknown
+	Revision = ""
+)
+
+// Unknown is the version of a build that says none, such as go run.
+const Unknown = "dev"
+
+// Info is what a build knows of itself.
+type Info struct {
+	// Version is the release, such as v0.1.0, or "dev".
+	Version string `json:"version"`
+	// Revision is the commit it was built from, with "-dirty" when the
+	// work tree had changes, or empty when unknown.
+	Revision string `json:"revision"`
+	// GoVersion is the Go toolchain that built it.
+	GoVersion string `json:"goVersion"`
+}
+
+// Get returns this build's Info: Version and Revision when the build set
+// them, else the module version and the VCS commit the Go toolchain stamps
+// into a build from a git checkout.
+func Get() Info {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		info = nil
+	}
+	return fromBuild(Version, Revision, info)
+}
+
+// fromBuild fills what version and revision leave unknown from build.
+func fromBuild(version, revision string, build *debug.BuildInfo) Info {
+	i := Info{Version: version, Revision: revision, GoVersion: runtime.Version()}
+	if build == nil {
+		return i
+	}
+	if build.GoVersion != "" {
+		i.GoVersion = build.GoVersion
+	}
+	// "(devel)" is what a build of the main module from its work tree says.
+	if i.Version == Unknown && build.Main.Version != "" && build.Main.Version != "(devel)" {
+		i.Version = build.Main.Version
+	}
+	if i.Revision == "" {
+		var modified bool
+		for _, s := range build.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				i.Revision = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if modified && i.Revision != "" {
+			i.Revision += "-dirty"
+		}
+	}
+	return i
+}
+
+// buildInfo is 1, with this build's Info as its labels, as Prometheus'
+// own <name>_build_info metrics are: a dashboard joins on it to say which
+// version each pod runs.
+var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "flyte_mpi_webhook_build_info",
+	Help: "1, with the webhook's version, the commit it was built from and the Go version that built it as labels.",
+}, []string{"version", "revision", "goversion"})
+
+func init() {
+	i := Get()
+	buildInfo.WithLabelValues(i.Version, i.Revision, i.GoVersion).Set(1)
+	metrics.Registry.MustRegister(buildInfo)
+}

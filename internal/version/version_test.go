@@ -1,0 +1,60 @@
+package version
+
+import (
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+func TestFromBuild(t *testing.T) {
+	vcs := func(revision, modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: revision}, {Key: "vcs.modified", Value: modified}}
+	}
+	cases := []struct {
+		name              string
+		version, revision string
+		build             *debug.BuildInfo
+		want              Info
+	}{{
+		name:    "set at build time: the build info does not override it",
+		version: "v0.1.0", revision: "abc123",
+		build: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v9.9.9"}, Settings: vcs("def456", "true")},
+		want:  Info{Version: "v0.1.0", Revision: "abc123", GoVersion: "go1.26.8"},
+	}, {
+		name:    "go build in a checkout: the commit, dirty",
+		version: Unknown,
+		build:   &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: vcs("def456", "true")},
+		want:    Info{Version: Unknown, Revision: "def456-dirty", GoVersion: "go1.26.8"},
+	}, {
+		name:    "go install of a release: the module's version",
+		version: Unknown,
+		build:   &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.1.0"}, Settings: vcs("def456", "false")},
+		want:    Info{Version: "v0.1.0", Revision: "def456", GoVersion: "go1.26.8"},
+	}, {
+		name:    "no build info",
+		version: Unknown,
+		want:    Info{Version: Unknown, GoVersion: Get().GoVersion},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, fromBuild(tc.version, tc.revision, tc.build)); diff != "" {
+				t.Errorf("fromBuild (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBuildInfoMetric(t *testing.T) {
+	i := Get()
+	want := `# HELP flyte_mpi_webhook_build_info 1, with the webhook's version, the commit it was built from and the Go version that built it as labels.
+# TYPE flyte_mpi_webhook_build_info gauge
+flyte_mpi_webhook_build_info{goversion="` + i.GoVersion + `",revision="` + i.Revision + `",version="` + i.Version + `"} 1
+`
+	if err := testutil.GatherAndCompare(metrics.Registry, strings.NewReader(want), "flyte_mpi_webhook_build_info"); err != nil {
+		t.Error(err)
+	}
+}
