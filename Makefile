@@ -230,7 +230,7 @@ test-cluster: helm ## Start a real single-node cluster in a network namespace (t
 	$(GO) test -c -o bin/cluster.test ./test/cluster && t "suite built" && \
 	env $(ENVTEST_ENV) IMAGE_TARS="$$JOB_IMAGE_TAR $(abspath $(IMAGE_TAR))" \
 		WEBHOOK_IMAGE=$(IMAGE_REPOSITORY):$(VERSION) CHART=$(CURDIR)/$(CHART_DIR) HELM=$(HELM) \
-		test/cluster/cluster.sh test bin/cluster.test -test.v -ginkgo.v $(TEST_CLUSTER_ARGS) && t "done"
+		test/cluster/cluster.sh test bin/cluster.test -test.v -ginkgo.v -ginkgo.no-color $(TEST_CLUSTER_ARGS) && t "done"
 
 ##@ Deployment
 

@@ -92,6 +92,11 @@ func namespace(ctx context.Context, labels map[string]string) string {
 	ns.GenerateName = "cluster-"
 	ns.Labels = labels
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	// The controller-manager gives a new namespace its default ServiceAccount,
+	// without which no Pod is admitted there.
+	Eventually(ctx, func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+	}).WithTimeout(time.Minute).Should(Succeed())
 	DeferCleanup(func(ctx context.Context) {
 		if CurrentSpecReport().Failed() {
 			dumpPods(ctx, ns.Name)
