@@ -47,7 +47,9 @@ if [[ ! -f "$rootfs_tar" ]]; then
 	debootstrap --variant=minbase --include=openssh-server,openssh-client,curl,ca-certificates \
 		bookworm "$root" "$mirror" > "$tmp/debootstrap.log" 2>&1 || { tail -n 30 "$tmp/debootstrap.log" >&2; exit 1; }
 	log "debootstrap took $((SECONDS - start))s"
-	chroot "$root" useradd --create-home --uid 1000 --shell /bin/bash jobuser
+	# A password of '*': no password, but not the locked account ('!') that
+	# sshd, without PAM, refuses even a key for.
+	chroot "$root" useradd --create-home --uid 1000 --shell /bin/bash --password '*' jobuser
 	install -d -m 0700 -o 1000 -g 1000 "$root/home/jobuser/.ssh"
 	ssh-keygen -q -t ed25519 -N '' -C jobuser -f "$root/home/jobuser/.ssh/id_ed25519"
 	ssh-keygen -q -t ed25519 -N '' -C worker -f "$root/home/jobuser/.ssh/ssh_host_ed25519_key"
