@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -223,8 +224,8 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			Expect(gotContainers).To(HaveLen(len(wantContainers)))
 			for i := range wantContainers {
 				for _, field := range []string{"command", "args"} {
-					Expect(gotContainers[i].(map[string]any)[field]).To(Equal(wantContainers[i].(map[string]any)[field]),
-						"%s container %d's %s", replica, i, field)
+					Expect(cmp.Diff(wantContainers[i].(map[string]any)[field], gotContainers[i].(map[string]any)[field])).
+						To(BeEmpty(), "%s container %d's %s (-want +got)", replica, i, field)
 				}
 			}
 		}
