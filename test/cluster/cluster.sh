@@ -42,7 +42,8 @@ node_ip=10.217.0.1
 pod_cidr=10.218.0.0/24
 service_cidr=10.219.0.0/24
 api_service_ip=10.219.0.1
-# Where the training-operator looks for its webhook certificate (a constant in its code).
+# Where the training-operator looks for its webhook certificate (a constant in its code),
+# in its own mount namespace.
 operator_cert_dir=/tmp/k8s-webhook-server/serving-certs
 # The images the node needs besides IMAGE_TARS.
 pause_image=flyte-mpi-webhook.test/pause:1
@@ -317,14 +318,19 @@ images() {
 
 # operator runs training-operator as a process, as test/e2e does: its
 # manifests run it from an image that would need its Go build to be static and
-# its own webhook Service reachable; a process needs neither.
+# its own webhook Service reachable; a process needs neither. It runs in a
+# mount namespace of its own whose /tmp is $state/operator-tmp, so that the
+# directory where it looks for its webhook certificate (a constant in its code)
+# is the cluster's and no other training-operator's on the machine.
 operator() {
 	kubectl_ apply --server-side -f "$MPIJOB_CRD_V1" > /dev/null
 	kubectl_ create namespace training-operator > /dev/null
 	kubectl_ -n training-operator create secret generic training-operator-webhook-cert > /dev/null
-	[[ -e "$operator_cert_dir" ]] && die "$operator_cert_dir exists: is another training-operator running here?"
-	mkdir -p "$operator_cert_dir"
-	start training-operator env -i KUBECONFIG="$state/admin.kubeconfig" MY_POD_NAMESPACE=training-operator \
+	local certs=$state/operator-tmp/${operator_cert_dir#/tmp/}
+	mkdir -p "$certs"
+	start training-operator unshare --mount --propagation private \
+		sh -c 'mount --bind "$0" /tmp && exec "$@"' "$state/operator-tmp" \
+		env -i KUBECONFIG="$state/admin.kubeconfig" MY_POD_NAMESPACE=training-operator \
 		"$TRAINING_OPERATOR_BIN" --enable-scheme mpijob --leader-elect=false \
 		--metrics-bind-address 0 --health-probe-bind-address 0 --webhook-server-port 9443
 	await "the training-operator filled its certificate Secret" 60 \
@@ -333,7 +339,7 @@ operator() {
 	local key
 	for key in tls.crt tls.key ca.crt; do
 		kubectl_ -n training-operator get secret training-operator-webhook-cert -o "jsonpath={.data.${key//./\\.}}" |
-			base64 -d > "$operator_cert_dir/$key"
+			base64 -d > "$certs/$key"
 	done
 	await "the CRD MPIJob kubeflow.org/v1 is served" 60 kubectl_ get mpijobs.kubeflow.org -A
 }
@@ -394,8 +400,6 @@ down() {
 		[[ -d "$dir" ]] && find "$dir" -depth -type d -exec rmdir {} + 2> /dev/null || true
 	done
 	[[ -e "/run/netns/$netns" ]] && ip netns delete "$netns"
-	rm -f "$operator_cert_dir"/{tls.crt,tls.key,ca.crt}
-	rmdir "$operator_cert_dir" "$(dirname "$operator_cert_dir")" 2> /dev/null || true
 	# libcni's cache of our network's results, the one path containerd does not let us move.
 	rm -rf /var/lib/cni/results/flyte-mpi-webhook-pods-*
 	rmdir /var/lib/cni/results /var/lib/cni 2> /dev/null || true # when nothing else left anything there
