@@ -368,6 +368,10 @@ stop_pids() {
 		done
 		for id in $(in_netns "${ctr[@]}" containers ls -q 2> /dev/null); do
 			in_netns "${ctr[@]}" containers delete "$id" > /dev/null 2>&1 || true
+			# libcni's cache of the sandbox's networks (loopback, the bridge), which
+			# the kubelet, gone, no longer tears down: the one path containerd does
+			# not let us move.
+			rm -f /var/lib/cni/results/*-"$id"-*
 		done
 	fi
 	[[ -f "$state/pids/containerd" ]] && kill -TERM "$(cat "$state/pids/containerd")" 2> /dev/null || true
@@ -400,8 +404,6 @@ down() {
 		[[ -d "$dir" ]] && find "$dir" -depth -type d -exec rmdir {} + 2> /dev/null || true
 	done
 	[[ -e "/run/netns/$netns" ]] && ip netns delete "$netns"
-	# libcni's cache of our network's results, the one path containerd does not let us move.
-	rm -rf /var/lib/cni/results/flyte-mpi-webhook-pods-*
 	rmdir /var/lib/cni/results /var/lib/cni 2> /dev/null || true # when nothing else left anything there
 	rm -rf "$state"
 	leftovers
