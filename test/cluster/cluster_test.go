@@ -123,7 +123,7 @@ func mpiContainer(command, args []string) OmegaMatcher {
 
 var _ = Describe("a single-node cluster", Ordered, func() {
 	It("runs a Pod on its node", func(ctx SpecContext) {
-		ns := namespace(ctx, nil)
+		ns := namespace(ctx)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: ns},
 			Spec: corev1.PodSpec{
@@ -173,7 +173,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 
 	DescribeTable("runs Flyte's Horovod job to Succeeded: the webhook makes its workers run sshd",
 		func(ctx SpecContext, name string) {
-			ns := namespace(ctx, nil)
+			ns := namespace(ctx)
 			launchFlyte(ctx, ns, name)
 			job := onlyJob(ctx, ns)
 			Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer(fixtures.SSHD, nil)))
@@ -184,7 +184,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 	)
 
 	It("never succeeds with the same job without the webhook: its workers run `sleep 365d`", func(ctx SpecContext) {
-		ns := namespace(ctx, nil)
+		ns := namespace(ctx)
 		job, err := fixtures.FlyteJob("v1", horovodCase)
 		Expect(err).NotTo(HaveOccurred())
 		// Without Flyte's labels, the webhook configuration's objectSelector leaves the job alone.
@@ -212,7 +212,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 	})
 
 	It("leaves a plain MPI task's job as Flyte made it", func(ctx SpecContext) {
-		ns := namespace(ctx, nil)
+		ns := namespace(ctx)
 		launchFlyte(ctx, ns, fixtures.MPIPlain)
 		want, err := fixtures.FlyteJob("v1", fixtures.MPIPlain)
 		Expect(err).NotTo(HaveOccurred())
@@ -232,7 +232,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 	})
 
 	It("admits every job with its worker command through a rollout, a deleted webhook Pod and a kubelet restart", func(ctx SpecContext) {
-		ns := namespace(ctx, nil)
+		ns := namespace(ctx)
 		repository, _, _ := strings.Cut(webhookImage, ":")
 		rollout := repository + ":rollout"
 		run(ctx, time.Minute, "ctr", "-n", "k8s.io", "images", "tag", "--force", webhookImage, rollout)
@@ -242,7 +242,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		By("helm upgrade to a new image")
 		run(ctx, 4*time.Minute, helmBinary, "upgrade", release, chartDir, "--namespace", webhookNamespace,
 			"--reuse-values", "--set", "image.tag=rollout", "--wait", "--timeout", "3m")
-		awaitReadyReplicas(ctx, 2)
+		awaitBothReplicas(ctx)
 		Expect(webhookDeployment(ctx).Spec.Template.Spec.Containers[0].Image).To(Equal(rollout))
 
 		By("deleting one webhook Pod")
@@ -250,17 +250,17 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		var pods []corev1.Pod
 		Eventually(ctx, func(g Gomega) { pods = webhookPods(ctx, g) }).Should(Succeed())
 		Expect(k8sClient.Delete(ctx, &pods[0])).To(Succeed())
-		awaitReadyReplicas(ctx, 2)
+		awaitBothReplicas(ctx)
 
 		By("restarting the kubelet")
 		restartKubelet(ctx)
-		awaitReadyReplicas(ctx, 2)
+		awaitBothReplicas(ctx)
 
 		expectAllAdmittedWithCommand(jobs.finish())
 	})
 
 	It("refuses Flyte's jobs, naming the webhook, while no replica runs, and admits them once one is Ready", func(ctx SpecContext) {
-		ns := namespace(ctx, nil)
+		ns := namespace(ctx)
 		scale(ctx, 0)
 		Eventually(ctx, func(g Gomega) { g.Expect(webhookPods(ctx, g)).To(BeEmpty()) }).
 			WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
@@ -268,7 +268,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		err := k8sClient.Create(ctx, job)
 		Expect(err).To(MatchError(ContainSubstring(webhookName)))
 
-		scale(ctx, 2)
+		scale(ctx, replicas)
 		Eventually(ctx, func(g Gomega) {
 			ready := slices.ContainsFunc(webhookPods(ctx, g), podReady)
 			g.Expect(ready).To(BeTrue())
@@ -276,7 +276,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		Eventually(ctx, func() error {
 			return k8sClient.Create(ctx, suspendedFlyteJob(ns, "admitted"))
 		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
-		awaitReadyReplicas(ctx, 2)
+		awaitBothReplicas(ctx)
 	})
 
 	It("in policy mode, with no webhook Pod, runs Flyte's Horovod job to Succeeded", func(ctx SpecContext) {
@@ -291,7 +291,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			g.Expect(pods.Items).To(BeEmpty())
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 
-		ns := namespace(ctx, nil)
+		ns := namespace(ctx)
 		// The API server takes a moment to load a new MutatingAdmissionPolicy:
 		// until then, Flyte's job would be stored unchanged.
 		Eventually(ctx, func(g Gomega) {
@@ -300,7 +300,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			command, _, _ := unstructured.NestedStringSlice(workerContainer(job), "command")
 			g.Expect(command).To(Equal(fixtures.SSHD))
 		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
-		jobNamespace := namespace(ctx, nil)
+		jobNamespace := namespace(ctx)
 		launchFlyte(ctx, jobNamespace, horovodCase)
 		job := onlyJob(ctx, jobNamespace)
 		Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer(fixtures.SSHD, nil)))

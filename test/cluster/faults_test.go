@@ -138,21 +138,24 @@ func webhookPods(ctx context.Context, g Gomega) []corev1.Pod {
 	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
 }
 
-// awaitReadyReplicas waits until the Deployment has rolled out and count of its Pods are Ready.
-func awaitReadyReplicas(ctx context.Context, count int) {
+// replicas is the chart's default number of webhook replicas.
+const replicas = 2
+
+// awaitBothReplicas waits until the Deployment has rolled out and both its Pods are Ready.
+func awaitBothReplicas(ctx context.Context) {
 	GinkgoHelper()
 	Eventually(ctx, func(g Gomega) {
 		deployment := webhookDeployment(ctx)
 		g.Expect(deployment.Status.ObservedGeneration).To(Equal(deployment.Generation))
-		g.Expect(deployment.Status.UpdatedReplicas).To(BeEquivalentTo(count))
-		g.Expect(deployment.Status.ReadyReplicas).To(BeEquivalentTo(count))
+		g.Expect(deployment.Status.UpdatedReplicas).To(BeEquivalentTo(replicas))
+		g.Expect(deployment.Status.ReadyReplicas).To(BeEquivalentTo(replicas))
 		ready := 0
 		for _, pod := range webhookPods(ctx, g) {
 			if podReady(pod) {
 				ready++
 			}
 		}
-		g.Expect(ready).To(Equal(count))
+		g.Expect(ready).To(Equal(replicas))
 	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 }
 

@@ -85,12 +85,11 @@ func run(ctx context.Context, timeout time.Duration, name string, args ...string
 	return stdout.String()
 }
 
-// namespace creates a namespace for one spec, with labels, and deletes it when the spec ends.
-func namespace(ctx context.Context, labels map[string]string) string {
+// namespace creates a namespace for one spec, and deletes it when the spec ends.
+func namespace(ctx context.Context) string {
 	GinkgoHelper()
 	ns := &corev1.Namespace{}
 	ns.GenerateName = "cluster-"
-	ns.Labels = labels
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 	// The controller-manager gives a new namespace its default ServiceAccount,
 	// without which no Pod is admitted there.
