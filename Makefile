@@ -216,6 +216,27 @@ test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-
 		TRAINING_OPERATOR_BIN="$$TRAINING_OPERATOR_V1_9_BIN" \
 		$(GO) test -count=1 -v ./test/e2e/trainingoperator 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
 
+##@ Real cluster
+
+# What make test-cluster passes to the suite (test/cluster), e.g. -ginkgo.focus=Succeeded.
+TEST_CLUSTER_ARGS ?=
+
+.PHONY: test-cluster
+test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh), install the webhook from its image with the chart, run Flyte's Horovod job to Succeeded on it, and tear it all down (docs/CLUSTER.md).
+	@start=$$SECONDS; t() { echo "test-cluster: $$(date -u +%T) [+$$((SECONDS - start))s] $$*"; }; \
+	test/cluster/packages.sh && t "Debian packages there" && \
+	parts=$$(hack/cluster/build.sh) && export $$parts && t "node binaries built" && \
+	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
+		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
+		TRAINING_OPERATOR_V1_9_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) hack/e2e-operators.sh) && export $$operators && \
+	flyte=$$(hack/flyte-testdata.sh binary) && export $$flyte && t "operators and Flyte's backend built" && \
+	job=$$(hack/cluster/job-image.sh) && export $$job && t "job image built" && \
+	$(MAKE) --no-print-directory image && t "webhook image built" && \
+	$(GO) test -c -o bin/cluster.test ./test/cluster && t "suite built" && \
+	env $(ENVTEST_ENV) IMAGE_TARS="$$JOB_IMAGE_TAR $(abspath $(IMAGE_TAR))" \
+		WEBHOOK_IMAGE=$(IMAGE_REPOSITORY):$(VERSION) CHART=$(CURDIR)/$(CHART_DIR) HELM=$(HELM) \
+		test/cluster/cluster.sh test bin/cluster.test -test.v -ginkgo.v -ginkgo.no-color $(TEST_CLUSTER_ARGS) && t "done"
+
 ##@ Deployment
 
 # The tool that builds and pushes the image: docker, or podman.

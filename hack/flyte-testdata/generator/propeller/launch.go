@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	stderrors "github.com/flyteorg/flyte/flytestdlib/errors"
 
 	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator"
@@ -73,6 +74,7 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 	taskAnnotations, labels := keyValues{}, keyValues{}
 	fs.Var(taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
 	fs.Var(labels, "execution-label", "KEY=VALUE to add to the execution's labels; repeatable")
+	cpu := fs.String("cpu", "", "CPU the task's containers ask for, as @task(requests=Resources(cpu=...), limits=Resources(cpu=...)) sets it; empty: Flyte's default")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +89,11 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 	tmpl, _, err := task.Decode(c)
 	if err != nil {
 		return err
+	}
+	if *cpu != "" {
+		if err := setTaskCPU(tmpl, *cpu); err != nil {
+			return err
+		}
 	}
 	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), labels)
 	c.Execution.Namespace = *ns
@@ -117,4 +124,17 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	return json.NewEncoder(out).Encode(result)
+}
+
+// setTaskCPU sets the CPU request and limit of tmpl's container, as flytekit
+// serializes @task(requests=Resources(cpu=cpu), limits=Resources(cpu=cpu)):
+// make test-cluster runs Flyte's job of three Pods on a node of two CPUs.
+func setTaskCPU(tmpl *core.TaskTemplate, cpu string) error {
+	container := tmpl.GetContainer()
+	if container == nil {
+		return fmt.Errorf("-cpu %s: the task has no container (a pod_template case?)", cpu)
+	}
+	entry := []*core.Resources_ResourceEntry{{Name: core.Resources_CPU, Value: cpu}}
+	container.Resources = &core.Resources{Requests: entry, Limits: entry}
+	return nil
 }

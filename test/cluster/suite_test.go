@@ -1,0 +1,126 @@
+// Package cluster_test runs on the real single-node cluster that
+// test/cluster/cluster.sh starts (make test-cluster): a kubelet runs the
+// Pods, the webhook is installed from its image with its Helm chart, the
+// training-operator v1.8.1 runs the MPIJobs, and Flyte's own backend
+// (hack/flyte-testdata's launch) creates them. The verdict on a job is its
+// MPIJob's Succeeded condition.
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+)
+
+func TestCluster(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "a real single-node cluster (make test-cluster)")
+}
+
+// What make test-cluster gives the suite, from the environment.
+var (
+	// kubeconfig is the cluster's, with a client certificate of system:masters.
+	kubeconfig string
+	// flyteBackend is hack/flyte-testdata's binary, whose launch runs Flyte's backend.
+	flyteBackend string
+	// helmBinary is the Helm CLI that installs the chart.
+	helmBinary string
+	// chartDir is charts/flyte-mpi-webhook.
+	chartDir string
+	// webhookImage is the image of make image, imported into the node's containerd, as REPOSITORY:TAG.
+	webhookImage string
+)
+
+var (
+	k8sClient client.Client
+	clientset *kubernetes.Clientset
+)
+
+// env returns the environment variable name, failing the suite when it is unset.
+func env(name string) string {
+	GinkgoHelper()
+	value := os.Getenv(name)
+	Expect(value).NotTo(BeEmpty(), "%s is not set: run the suite with `make test-cluster`", name)
+	return value
+}
+
+var _ = BeforeSuite(func() {
+	kubeconfig = env("KUBECONFIG")
+	flyteBackend = env("FLYTE_TESTDATA_BIN")
+	helmBinary = env("HELM")
+	chartDir = env("CHART")
+	webhookImage = env("WEBHOOK_IMAGE")
+	cfg, err := config.GetConfig()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+})
+
+// run runs name with args, within timeout, and returns its standard output;
+// it fails the spec, with standard error, when the command fails.
+func run(ctx context.Context, timeout time.Duration, name string, args ...string) string {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	Expect(cmd.Run()).To(Succeed(), "%s %v:\n%s%s", filepath.Base(name), args, &stdout, &stderr)
+	return stdout.String()
+}
+
+// namespace creates a namespace for one spec, and deletes it when the spec ends.
+func namespace(ctx context.Context) string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{}
+	ns.GenerateName = "cluster-"
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	// The controller-manager gives a new namespace its default ServiceAccount,
+	// without which no Pod is admitted there.
+	Eventually(ctx, func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+	}).WithTimeout(time.Minute).Should(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		if CurrentSpecReport().Failed() {
+			dumpPods(ctx, ns.Name)
+		}
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ns))).To(Succeed())
+	})
+	return ns.Name
+}
+
+// dumpPods writes the Pods of namespace, their state and the end of their
+// containers' logs, to the spec's output: where a failed spec's reason is.
+func dumpPods(ctx context.Context, namespace string) {
+	var pods corev1.PodList
+	if err := k8sClient.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		fmt.Fprintf(GinkgoWriter, "listing the Pods of %s: %v\n", namespace, err)
+		return
+	}
+	tail := int64(30)
+	for _, pod := range pods.Items {
+		status, _ := json.MarshalIndent(pod.Status.ContainerStatuses, "", "  ")
+		fmt.Fprintf(GinkgoWriter, "Pod %s/%s: %s\n%s\n", namespace, pod.Name, pod.Status.Phase, status)
+		for _, container := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+			logs, err := clientset.CoreV1().Pods(namespace).GetLogs(pod.Name,
+				&corev1.PodLogOptions{Container: container.Name, TailLines: &tail}).DoRaw(ctx)
+			fmt.Fprintf(GinkgoWriter, "--- %s/%s log (err %v):\n%s\n", pod.Name, container.Name, err, logs)
+		}
+	}
+}
