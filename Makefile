@@ -220,11 +220,13 @@ test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-
 
 # What make test-cluster passes to the suite (test/cluster), e.g. -ginkgo.focus=Succeeded.
 TEST_CLUSTER_ARGS ?=
+# The Debian packages of the cluster's node, which make test-cluster installs when missing.
+TEST_CLUSTER_PACKAGES = containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux
 
 .PHONY: test-cluster
 test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh), install the webhook from its image with the chart, run Flyte's Horovod job to Succeeded on it, and tear it all down (docs/CLUSTER.md).
 	@start=$$SECONDS; t() { echo "test-cluster: $$(date -u +%T) [+$$((SECONDS - start))s] $$*"; }; \
-	test/cluster/packages.sh && t "Debian packages there" && \
+	hack/apt-install.sh $(TEST_CLUSTER_PACKAGES) && t "Debian packages there" && \
 	parts=$$(hack/cluster/build.sh) && export $$parts && t "node binaries built" && \
 	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
 		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \

@@ -15,7 +15,7 @@
 # CLUSTER_IMAGE_BIN (hack/cluster/build.sh), TRAINING_OPERATOR_BIN
 # (hack/e2e-operators.sh), MPIJOB_CRD_V1, and IMAGE_TARS: image tarballs to
 # import into the node's containerd. From Debian: containerd, runc, the CNI
-# plugins, iproute2, iptables, openssl (test/cluster/packages.sh installs them).
+# plugins, iproute2, iptables, openssl (make test-cluster installs them with hack/apt-install.sh).
 #
 # The addresses, all inside the namespace: the node 10.217.0.1 (on
 # the namespace's loopback, which the API server, the kubelet and the operator use), the

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs, with apt-get, the Debian packages make test-cluster's node needs
-# and that are missing: a no-op when all are there. apt-get update runs only
-# when an install fails for want of the package lists.
+# apt-install.sh PACKAGE... installs, with apt-get, the Debian packages named
+# that are missing: a no-op when all are there. apt-get update runs only when
+# an install fails for want of the package lists (a new machine has none).
+# .ci/run and make test-cluster install what they need with it.
 set -euo pipefail
-packages=(containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux)
-log() { echo "packages: $(date -u +%T) $*" >&2; }
+packages=("$@")
+log() { echo "apt-install: $(date -u +%T) $*" >&2; }
 missing=()
 for package in "${packages[@]}"; do
 	[[ "$(dpkg-query -W -f '${Status}' "$package" 2> /dev/null)" == "install ok installed" ]] || missing+=("$package")
