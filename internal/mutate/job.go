@@ -1,11 +1,9 @@
 package mutate
 
 import (
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	kjson "sigs.k8s.io/json"
 )
 
 // Job is the part of an MPIJob that Decide reads. kubeflow.org/v1 and
@@ -66,32 +64,10 @@ type PodSpec struct {
 // container that is not first; a pod has a handful.
 const MaxContainers = 64
 
-// Containers is a pod template's first MaxContainers containers. Decoding
+// Containers is a pod template's first MaxContainers containers: DecodeJob
 // skips the rest without allocating, so that a review of a million empty
 // containers costs what one of MaxContainers does.
 type Containers []Container
-
-// UnmarshalJSON decodes the first MaxContainers containers of a JSON array.
-func (c *Containers) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		*c = nil
-		return nil
-	}
-	// A Go array takes the first elements of a JSON array and discards the rest unread.
-	var first [MaxContainers]*Container
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &first); err != nil {
-		return err
-	}
-	n := slices.Index(first[:], nil)
-	if n < 0 {
-		n = MaxContainers
-	}
-	*c = make(Containers, n)
-	for i, container := range first[:n] {
-		(*c)[i] = *container
-	}
-	return nil
-}
 
 // Container is a container's name, command and args. Command and Args are
 // nil when the field is absent (or null), so that a patch removes only what

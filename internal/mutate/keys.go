@@ -1,10 +1,12 @@
 package mutate
 
 import (
-	"fmt"
+	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	kjson "sigs.k8s.io/json"
@@ -17,34 +19,24 @@ import (
 // annotation and container is skipped without being allocated, so that a
 // review costs about what its bytes do, whatever they hold.
 func DecodeJob(raw []byte, selector labels.Selector) (*Job, error) {
-	return decodeJob(raw, labelDecoder(selector))
+	return newJobDecoder(selector).decode(raw)
 }
 
-func decodeJob(raw []byte, labelsRead keyDecoder) (*Job, error) {
-	// A Job whose metadata keeps the labels object as sent: its Metadata and
-	// Labels shadow the ones they embed.
-	var decoded struct {
-		Job
-		Metadata struct {
-			Metadata
-			Labels rawObject `json:"labels"`
-		} `json:"metadata"`
-	}
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &decoded); err != nil {
-		return nil, err
-	}
-	selected, err := labelsRead.decode(decoded.Metadata.Labels)
-	if err != nil {
-		return nil, fmt.Errorf("metadata.labels: %w", err)
-	}
-	job := decoded.Job
-	job.Metadata = decoded.Metadata.Metadata
-	job.Metadata.Labels = selected
-	return &job, nil
+// jobDecoder decodes the parts of an MPIJob that Decide reads in one pass
+// of the JSON decoder, into a type made for the selector's label keys: a
+// struct field per key, beside the fixed fields of jobWire. A struct skips
+// every member it has no field for without allocating it, where a map, or a
+// custom unmarshaler, would hold it or scan it again.
+type jobDecoder struct {
+	labelKeys []string
+	// typ is struct{ jobWire; Metadata struct{ metadataWire; Labels struct{ K0 *string `json:"key0"`; ... } } }:
+	// the outer Metadata shadows jobWire's, which has no labels.
+	typ reflect.Type
 }
 
-// labelDecoder decodes an MPIJob's labels that selector reads.
-func labelDecoder(selector labels.Selector) keyDecoder {
+// newJobDecoder returns the decoder of the labels selector reads.
+// reflect.StructOf costs more than a decode: a Decider makes it once.
+func newJobDecoder(selector labels.Selector) jobDecoder {
 	requirements, _ := selector.Requirements()
 	var keys []string
 	for _, r := range requirements {
@@ -52,71 +44,127 @@ func labelDecoder(selector labels.Selector) keyDecoder {
 			keys = append(keys, r.Key())
 		}
 	}
-	return newKeyDecoder(keys)
-}
-
-// keyDecoder decodes the string values of keys in a JSON object: into a
-// struct type made for those keys, which skips every other member of the
-// object unread, where a map would hold them all.
-type keyDecoder struct {
-	keys []string
-	typ  reflect.Type
-}
-
-func newKeyDecoder(keys []string) keyDecoder {
 	fields := make([]reflect.StructField, len(keys))
 	for i, key := range keys {
-		// Label keys and this webhook's annotation keys hold no quote or comma, which a tag cannot.
+		// Label keys hold no quote or comma, which a tag cannot.
 		fields[i] = reflect.StructField{Name: "K" + strconv.Itoa(i), Type: reflect.TypeFor[*string](),
 			Tag: reflect.StructTag(`json:"` + key + `"`)}
 	}
-	return keyDecoder{keys: keys, typ: reflect.StructOf(fields)}
+	metadata := reflect.StructOf([]reflect.StructField{
+		{Name: "MetadataWire", Type: reflect.TypeFor[metadataWire](), Anonymous: true},
+		{Name: "Labels", Type: reflect.StructOf(fields), Tag: `json:"labels"`},
+	})
+	return jobDecoder{labelKeys: keys, typ: reflect.StructOf([]reflect.StructField{
+		{Name: "JobWire", Type: reflect.TypeFor[jobWire](), Anonymous: true},
+		{Name: "Metadata", Type: metadata, Tag: `json:"metadata"`},
+	})}
 }
 
-// decode returns the keys' values found in the JSON object raw; none when raw is empty or null.
-func (d keyDecoder) decode(raw []byte) (map[string]string, error) {
-	found := map[string]string{}
-	if len(raw) == 0 {
-		return found, nil
-	}
+// decode decodes raw, an MPIJob.
+func (d jobDecoder) decode(raw []byte) (*Job, error) {
 	decoded := reflect.New(d.typ)
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, decoded.Interface()); err != nil {
+		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			// Name the field by its path in the MPIJob, not through the types made here.
+			typeErr.Struct = "Job"
+			typeErr.Field = strings.NewReplacer("JobWire.", "", "MetadataWire.", "").Replace(typeErr.Field)
+		}
 		return nil, err
 	}
-	for i, key := range d.keys {
-		if value := decoded.Elem().Field(i).Interface().(*string); value != nil {
-			found[key] = *value
+	wire, metadata := decoded.Elem().Field(0).Addr().Interface().(*jobWire), decoded.Elem().Field(1)
+	job := &Job{APIVersion: wire.APIVersion, Kind: wire.Kind, Spec: JobSpec{MPIReplicaSpecs: ReplicaSpecs{
+		Launcher: wire.Spec.MPIReplicaSpecs.Launcher.replicaSpec(), Worker: wire.Spec.MPIReplicaSpecs.Worker.replicaSpec()}}}
+	m := metadata.Field(0).Addr().Interface().(*metadataWire)
+	job.Metadata = Metadata{Name: m.Name, Namespace: m.Namespace, Annotations: m.Annotations.annotations(),
+		Labels: make(map[string]string, len(d.labelKeys))}
+	for i, key := range d.labelKeys {
+		if value := metadata.Field(1).Field(i).Interface().(*string); value != nil {
+			job.Metadata.Labels[key] = *value
 		}
 	}
-	return found, nil
+	return job, nil
 }
 
-// rawObject is a JSON value as it was sent, kept by reference to the input
-// being decoded: decodeJob reads it before it returns, while the input is alive.
-type rawObject []byte
-
-// UnmarshalJSON keeps data.
-func (r *rawObject) UnmarshalJSON(data []byte) error {
-	*r = data
-	return nil
+// jobWire, metadataWire, replicaWire and annotationsWire are the JSON of
+// Job's parts. They have no unmarshaler of their own: each is decoded in
+// the one pass over the object.
+type jobWire struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   metadataWire `json:"metadata"`
+	Spec       struct {
+		MPIReplicaSpecs struct {
+			Launcher *replicaWire `json:"Launcher"`
+			Worker   *replicaWire `json:"Worker"`
+		} `json:"mpiReplicaSpecs"`
+	} `json:"spec"`
 }
 
-// annotations decodes the annotations Decide reads, made once: reflect.StructOf costs more than a decode.
-var annotations = newKeyDecoder([]string{AnnotationTaskCustom, AnnotationTaskTypeVersion,
-	AnnotationWorkerSpecCommand, AnnotationWorkerCommandSource})
+type metadataWire struct {
+	Name        string           `json:"name"`
+	Namespace   string           `json:"namespace"`
+	Annotations *annotationsWire `json:"annotations"`
+}
+
+type replicaWire struct {
+	Template struct {
+		Metadata struct {
+			Annotations *annotationsWire `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			// A Go array takes the first elements of a JSON array and skips
+			// the rest unallocated; the pointer tells [] from null.
+			Containers *[MaxContainers]*Container `json:"containers"`
+		} `json:"spec"`
+	} `json:"template"`
+}
+
+// annotationsWire holds this webhook's annotations, the keys of options.go.
+type annotationsWire struct {
+	TaskCustom          *string `json:"mpi.flyte.org/task-custom"`
+	TaskTypeVersion     *string `json:"mpi.flyte.org/task-type-version"`
+	WorkerSpecCommand   *string `json:"mpi.flyte.org/worker-spec-command"`
+	WorkerCommandSource *string `json:"mpi.flyte.org/worker-command-source"`
+}
+
+// annotations returns a's annotations found; nil when the object was absent or null.
+func (a *annotationsWire) annotations() Annotations {
+	if a == nil {
+		return nil
+	}
+	found := Annotations{}
+	for _, annotation := range [...]struct {
+		key   string
+		value *string
+	}{{AnnotationTaskCustom, a.TaskCustom}, {AnnotationTaskTypeVersion, a.TaskTypeVersion},
+		{AnnotationWorkerSpecCommand, a.WorkerSpecCommand}, {AnnotationWorkerCommandSource, a.WorkerCommandSource}} {
+		if annotation.value != nil {
+			found[annotation.key] = *annotation.value
+		}
+	}
+	return found
+}
+
+// replicaSpec returns r as Decide reads it; nil when absent or null.
+func (r *replicaWire) replicaSpec() *ReplicaSpec {
+	if r == nil {
+		return nil
+	}
+	spec := &ReplicaSpec{Template: PodTemplate{Metadata: TemplateMetadata{Annotations: r.Template.Metadata.Annotations.annotations()}}}
+	if first := r.Template.Spec.Containers; first != nil {
+		n := slices.Index(first[:], nil) // a null element ends them, as the API server would refuse it
+		if n < 0 {
+			n = MaxContainers
+		}
+		spec.Template.Spec.Containers = make(Containers, n)
+		for i, container := range first[:n] {
+			spec.Template.Spec.Containers[i] = *container
+		}
+	}
+	return spec
+}
 
 // Annotations are an object's or a pod template's annotations, as far as
 // Decide reads them: this webhook's keys. A present annotations object is
 // never nil, for the patch adds the source annotation to it.
 type Annotations map[string]string
-
-// UnmarshalJSON decodes this webhook's annotations from a JSON object and skips the others unread.
-func (a *Annotations) UnmarshalJSON(data []byte) error {
-	if string(data) == "null" {
-		*a = nil
-		return nil
-	}
-	found, err := annotations.decode(data)
-	*a = found
-	return err
-}

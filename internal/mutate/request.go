@@ -26,13 +26,13 @@ const OutcomeMalformed Outcome = "malformed"
 // Decider decides on admission requests with its Options. NewDecider makes
 // once what decoding with them takes.
 type Decider struct {
-	opts   Options
-	labels keyDecoder
+	opts Options
+	jobs jobDecoder
 }
 
 // NewDecider returns the Decider of opts.
 func NewDecider(opts Options) *Decider {
-	return &Decider{opts: opts, labels: labelDecoder(opts.FlyteTaskSelector)}
+	return &Decider{opts: opts, jobs: newJobDecoder(opts.FlyteTaskSelector)}
 }
 
 // Decide decides on an admission request: the creation of an MPIJob is
@@ -51,7 +51,7 @@ func (d *Decider) Decide(req *admissionv1.AdmissionRequest) Decision {
 	if len(req.Object.Raw) == 0 {
 		return malformed(fmt.Errorf("the AdmissionReview's request has no object to create"))
 	}
-	job, err := decodeJob(req.Object.Raw, d.labels)
+	job, err := d.jobs.decode(req.Object.Raw)
 	if err != nil {
 		// A field Decide reads has the wrong JSON type: the API server's
 		// validation refuses the object itself, with a message that says where.
