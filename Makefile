@@ -115,7 +115,7 @@ SOAK_SCENARIOS ?=
 SOAK_ARGS ?=
 
 .PHONY: soak
-soak: build ## Run each attack of docs/RELIABILITY.md for SOAK_DURATION (20s) against a fresh bin/webhook on one core, beside 25 Flyte reviews/s; fails when a target is missed. SOAK_SCENARIOS=classic,silent-conns runs some.
+soak: build ## Run each attack of docs/RELIABILITY.md for SOAK_DURATION (20s), from another loopback address and from the Flyte reviews' own, against a fresh bin/webhook on one core, beside 20 Flyte reviews/s on keep-alive connections and 5/s on new ones; fails when a target is missed. SOAK_SCENARIOS=classic,silent-conns runs some.
 	$(GO) run ./hack/soak -webhook bin/webhook -duration $(SOAK_DURATION) -scenarios '$(SOAK_SCENARIOS)' $(SOAK_ARGS)
 
 .PHONY: golden

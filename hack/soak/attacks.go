@@ -39,7 +39,62 @@ var (
 	ctlBytes    = flag.Int("control-bytes", 64<<10, "control-bytes: size of the worker-spec-command annotation made of control bytes")
 	ctlClients  = flag.Int("control-clients", 8, "control-bytes: clients posting it back to back")
 	handshakers = flag.Int("handshakers", 1000, "handshake-flood: clients each doing full TLS handshakes and closing, back to back")
+	idleN       = flag.Int("idle-conns", 1100, "fd-limit: TLS connections held idle, more than the webhook's -nofile leaves it")
+	labelKeys   = flag.Int("label-keys", 30000, "many-labels: label keys in the review, beside the ones the selector reads")
+	labelClient = flag.Int("label-clients", 32, "many-labels: clients posting it back to back")
 )
+
+// attacker dials the attacks' connections: from attackerIP, another
+// loopback address than the Flyte reviews' (127.0.0.1), or from the same.
+var attacker = &net.Dialer{}
+
+// attackFrom makes the attacks dial from ip; nil dials from the Flyte reviews' own address.
+func attackFrom(ip net.IP) {
+	attacker = &net.Dialer{}
+	if ip != nil {
+		attacker.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+}
+
+// attackTransport is an HTTP transport whose connections the attacker dials.
+func attackTransport(w *webhook, keepAlive bool, idle int) *http.Transport {
+	return &http.Transport{TLSClientConfig: w.tls, DialContext: attacker.DialContext, DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: idle}
+}
+
+// idleConns holds -idle-conns TLS connections that complete a handshake
+// and send nothing more, each opened again when closed: with the webhook's
+// -nofile 1,024, more than its ports' bounds leave room for.
+func idleConns(ctx context.Context, w *webhook) string {
+	dialer := &tls.Dialer{NetDialer: attacker, Config: w.tls}
+	opened, failed := repeat(ctx, *idleN, func() error {
+		conn, err := dialer.DialContext(ctx, "tcp", w.address)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		defer context.AfterFunc(ctx, func() { conn.Close() })()
+		_, _ = io.Copy(io.Discard, conn)
+		return nil
+	})
+	return fmt.Sprintf("%d idle TLS connections: %d were closed by the webhook and opened again, %d failed", *idleN, opened, failed)
+}
+
+// manyLabels posts a review whose labels hold -label-keys keys beside the
+// selector's, which decoding must read past.
+func manyLabels(ctx context.Context, w *webhook) string {
+	return postBackToBack(ctx, w, *labelClient, manyLabelsReview(*labelKeys))
+}
+
+// manyLabelsReview returns the Flyte review with n more labels.
+func manyLabelsReview(n int) []byte {
+	job := must(fixtures.FlyteJob("v1", fixtures.HorovodWorkerCommand))
+	labels := job.GetLabels()
+	for i := range n {
+		labels[fmt.Sprintf("soak-%d", i)] = "v"
+	}
+	job.SetLabels(labels)
+	return reviewOf(job)
+}
 
 // partialHello opens -hello-conns connections that each send a ClientHello
 // declaring -hello-bytes, but for its last byte, and wait.
@@ -143,7 +198,7 @@ func headerFlood(ctx context.Context, w *webhook) string {
 // handshakeFlood runs -handshakers clients that each complete a TLS
 // handshake, close, and start again.
 func handshakeFlood(ctx context.Context, w *webhook) string {
-	dialer := &tls.Dialer{Config: w.tls}
+	dialer := &tls.Dialer{NetDialer: attacker, Config: w.tls}
 	done, failed := repeat(ctx, *handshakers, func() error {
 		conn, err := dialer.DialContext(ctx, "tcp", w.address)
 		if err != nil {
@@ -201,7 +256,7 @@ func repeat(ctx context.Context, n int, fn func() error) (ok, failed int64) {
 // hold connects to address, writes data, and waits until the connection is
 // closed, renew passes (if not 0) or ctx ends.
 func hold(ctx context.Context, address string, data []byte, renew time.Duration) error {
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", address)
+	conn, err := attacker.DialContext(ctx, "tcp", address)
 	if err != nil {
 		return err
 	}
@@ -222,7 +277,7 @@ func hold(ctx context.Context, address string, data []byte, renew time.Duration)
 func postBackToBack(ctx context.Context, w *webhook, clients int, review []byte) string {
 	var mu sync.Mutex
 	answers, largest := map[string]int{}, 0
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: w.tls, MaxIdleConnsPerHost: clients}}
+	client := &http.Client{Transport: attackTransport(w, true, clients)}
 	repeat(ctx, clients, func() error {
 		answer, size, err := postCounting(ctx, client, w.url, review)
 		if ctx.Err() != nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // TestPartialClientHello checks that the records hold one ClientHello
@@ -79,5 +81,24 @@ func TestAttackReviews(t *testing.T) {
 			}
 			tt.check(t, len(tt.review), job.Spec.MPIReplicaSpecs.Worker.Template.Spec, job.Metadata.Annotations)
 		})
+	}
+}
+
+// TestManyLabelsReview checks that the many-labels review keeps the Flyte
+// job's labels, which the selector matches, beside the keys added.
+func TestManyLabelsReview(t *testing.T) {
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(manyLabelsReview(1000), &review); err != nil {
+		t.Fatal(err)
+	}
+	var job struct {
+		Metadata struct{ Labels map[string]string }
+	}
+	if err := json.Unmarshal(review.Request.Object.Raw, &job); err != nil {
+		t.Fatal(err)
+	}
+	flyte := must(fixtures.FlyteJob("v1", fixtures.HorovodWorkerCommand)).GetLabels()
+	if got, want := len(job.Metadata.Labels), len(flyte)+1000; got != want || job.Metadata.Labels["execution-id"] != flyte["execution-id"] {
+		t.Errorf("%d labels, execution-id %q; want %d and %q", got, job.Metadata.Labels["execution-id"], want, flyte["execution-id"])
 	}
 }

@@ -34,7 +34,7 @@ func classic(ctx context.Context, w *webhook) string {
 	var wg sync.WaitGroup
 	for range *tricklers { // each declares 3 MiB, sends it slowly, and starts again once answered
 		wg.Go(func() {
-			c := &http.Client{Transport: &http.Transport{TLSClientConfig: w.tls, DisableKeepAlives: true}}
+			c := &http.Client{Transport: attackTransport(w, false, 0)}
 			for ctx.Err() == nil {
 				req := must(http.NewRequestWithContext(ctx, http.MethodPost, w.url, slowBody{ctx, &trickled}))
 				req.ContentLength = 3 << 20
@@ -49,7 +49,7 @@ func classic(ctx context.Context, w *webhook) string {
 	big := bigReview()
 	for range *posters {
 		wg.Go(func() {
-			for c := w.client(); ctx.Err() == nil; posted.Add(1) {
+			for c := (&http.Client{Transport: attackTransport(w, true, 25)}); ctx.Err() == nil; posted.Add(1) {
 				if status, _, _, _ := post(ctx, c, w.url, big); status == http.StatusOK {
 					bigAllowed.Add(1)
 				}
@@ -107,7 +107,7 @@ func drain(w *webhook, legit []byte, want string) bool {
 	ctx, closed := context.WithCancel(context.Background())
 	var closedAfter time.Duration
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: w.tls, DisableKeepAlives: true}}
-	_, answered, wrong, _ := flyteReviews(ctx, client, w.url, legit, want, func() {
+	_, answered, wrong, _ := flyteReviews(ctx, client, w.url, legit, want, *rate+*newRate, func() {
 		if ctx.Err() == nil {
 			closedAfter = time.Since(sigterm)
 			closed()

@@ -25,15 +25,15 @@ func flyteReview() []byte {
 	return reviewOf(must(fixtures.FlyteJob("v1", fixtures.HorovodWorkerCommand)))
 }
 
-// flyteReviews posts review at -rate until ctx ends, as the API server
+// flyteReviews posts review perSecond until ctx ends, as the API server
 // does, and returns the latencies, how many were answered 200 with want,
 // what the others got, and how many were posted again after a Retry-After.
 // A request never written, its connection refused or reset before the TLS
 // handshake because the listener closed, is counted in neither: it calls refused.
-func flyteReviews(ctx context.Context, client *http.Client, url string, review []byte, want string, refused func()) (
+func flyteReviews(ctx context.Context, client *http.Client, url string, review []byte, want string, perSecond int, refused func()) (
 	latencies []time.Duration, correct int, wrong []string, retried int) {
 	mu, wg := sync.Mutex{}, sync.WaitGroup{}
-	interval := time.Second / time.Duration(*rate)
+	interval := time.Second / time.Duration(perSecond)
 	for next := time.Now(); ; next = next.Add(interval) {
 		time.Sleep(time.Until(next)) // one that is late goes at once: the API server does not wait for the soak
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -25,7 +26,9 @@ var (
 	binary     = flag.String("webhook", "bin/webhook", "the webhook binary")
 	only       = flag.String("scenarios", "", "comma-separated scenarios to run (default: all of "+names()+")")
 	duration   = flag.Duration("duration", 20*time.Second, "how long each attack lasts")
-	rate       = flag.Int("rate", 25, "Flyte reviews per second beside the attack")
+	rate       = flag.Int("rate", 20, "Flyte reviews per second beside the attack, on keep-alive connections")
+	newRate    = flag.Int("new-conn-rate", 5, "Flyte reviews per second beside the attack, each on a new connection, as the API server opens them after an idle timeout, a rollout or a burst")
+	ways       = flag.String("ways", "other,same", "where the attacks dial from, comma-separated: other (127.0.0.2, another address than the Flyte reviews' 127.0.0.1; every target holds) or same (the Flyte reviews' own: no fairness can tell them apart, and the webhook is to stay alive and within its memory)")
 	cpu        = flag.Int("cpu", 0, "the one core the webhook runs on; the soak itself runs on the others")
 	nofile     = flag.Uint64("nofile", 1024, "the webhook's open-file limit (RLIMIT_NOFILE)")
 	gomaxprocs = flag.Int("gomaxprocs", 2, "the webhook's GOMAXPROCS: what Go picks in the Deployment's pod, its limits.cpu (500m) rounded up and at least 2; 0 leaves it to the core it is pinned to (1)")
@@ -60,11 +63,13 @@ var scenarios = []scenario{
 	{name: "header-flood", attack: headerFlood},
 	{name: "control-bytes", attack: controlBytes},
 	{name: "handshake-flood", attack: handshakeFlood},
+	{name: "fd-limit", attack: idleConns},
+	{name: "many-labels", attack: manyLabels},
 }
 
 // result is what one scenario measured, and the targets it missed.
 type result struct {
-	name               string
+	name, way          string
 	hwmMiB             float64
 	correct, total     int
 	p50, p99           time.Duration
@@ -110,11 +115,22 @@ func main() {
 		must(0, fmt.Errorf("-serving-key=%s: want ecdsa or rsa", *servingKey))
 	}
 	must(0, runAwayFrom(*cpu))
-	fmt.Printf("soak: %d scenarios of %s, %d Flyte reviews/s; webhook on core %d, GOMAXPROCS %d, RLIMIT_NOFILE %d, %s key; load average %s\n",
-		len(selected), *duration, *rate, *cpu, *gomaxprocs, *nofile, *servingKey, loadAverage())
+	var from []string
+	for way := range strings.SplitSeq(*ways, ",") {
+		if way != "other" && way != "same" {
+			must(0, fmt.Errorf("-ways: no way %q; there are other and same", way))
+		}
+		from = append(from, way)
+	}
+	fmt.Printf("soak: %d scenarios of %s, each way of %s, %d Flyte reviews/s on keep-alive connections and %d on new ones; "+
+		"webhook on core %d, GOMAXPROCS %d, RLIMIT_NOFILE %d, %s key; load average %s\n",
+		len(selected), *duration, *ways, *rate, *newRate, *cpu, *gomaxprocs, *nofile, *servingKey, loadAverage())
 	var results []result
-	for _, s := range selected {
-		results = append(results, run(s))
+	for _, way := range from {
+		attackFrom(map[string]net.IP{"other": net.IPv4(127, 0, 0, 2), "same": nil}[way])
+		for _, s := range selected {
+			results = append(results, run(s, way))
+		}
 	}
 	if !report(results) {
 		os.Exit(1)
@@ -131,7 +147,7 @@ func names() string {
 
 // run starts a webhook, runs s's attack beside the Flyte reviews and the
 // probes, and measures the targets.
-func run(s scenario) result {
+func run(s scenario, way string) result {
 	w := startWebhook(s.name)
 	defer w.kill()
 	legit := flyteReview()
@@ -146,12 +162,23 @@ func run(s scenario) result {
 	webhookRan, webhookWaited := schedstat(w.cmd.Process.Pid)
 	soakRan, soakWaited := schedstat(os.Getpid())
 	var summary string
-	r := result{name: s.name}
+	r := result{name: s.name, way: way}
 	var background sync.WaitGroup
 	background.Go(func() { summary = s.attack(ctx, w) })
 	background.Go(func() { r.healthz, r.readyz, r.rounds = probe(ctx, w.probe) })
-	latencies, correct, wrong, retried := flyteReviews(ctx, w.client(), w.url, legit, want, nil)
+	var fresh struct {
+		latencies []time.Duration
+		correct   int
+		wrong     []string
+		retried   int
+	}
+	background.Go(func() {
+		newConns := &http.Client{Transport: &http.Transport{TLSClientConfig: w.tls, DisableKeepAlives: true}}
+		fresh.latencies, fresh.correct, fresh.wrong, fresh.retried = flyteReviews(ctx, newConns, w.url, legit, want, *newRate, nil)
+	})
+	latencies, correct, wrong, retried := flyteReviews(ctx, w.client(), w.url, legit, want, *rate, nil)
 	background.Wait()
+	latencies, correct, wrong, retried = append(latencies, fresh.latencies...), correct+fresh.correct, append(wrong, fresh.wrong...), retried+fresh.retried
 	elapsed := time.Since(start).Seconds()
 	webhookCPU, soakCPU := cpuSince(w.cmd.Process.Pid, webhookRan, webhookWaited, elapsed), cpuSince(os.Getpid(), soakRan, soakWaited, elapsed)
 	r.logRate = float64(w.logs.bytes.Load()-logStart) / elapsed
@@ -162,10 +189,11 @@ func run(s scenario) result {
 	if r.total > 0 {
 		r.p50, r.p99 = latencies[r.total/2], latencies[r.total*99/100]
 	}
-	fmt.Printf("%-16s attack: %s\n", s.name, summary)
-	fmt.Printf("%-16s flyte: %d sent of %d due, %d not answered correctly %v, %d posted again after a Retry-After\n", s.name, len(latencies),
-		int(duration.Seconds())**rate, len(wrong), count(wrong), retried)
-	fmt.Printf("%-16s CPU (%% of the time, over threads): the webhook %s; the soak %s\n", s.name, webhookCPU, soakCPU)
+	row := s.name + "/" + way
+	fmt.Printf("%-22s attack: %s\n", row, summary)
+	fmt.Printf("%-22s flyte: %d sent of %d due (%d on new connections), %d not answered correctly %v, %d posted again after a Retry-After\n", row,
+		len(latencies), int(duration.Seconds())*(*rate+*newRate), len(fresh.latencies), len(wrong), count(wrong), retried)
+	fmt.Printf("%-22s CPU (%% of the time, over threads): the webhook %s; the soak %s\n", row, webhookCPU, soakCPU)
 	r.missed = w.missed
 	select {
 	case <-w.exited:
@@ -179,10 +207,14 @@ func run(s scenario) result {
 	return r
 }
 
-// checkTargets records the targets r missed.
+// checkTargets records the targets r missed. With the attacker on the Flyte
+// reviews' own address, the webhook is only to stay alive and within its memory.
 func (r *result) checkTargets() {
 	r.check(r.died == "", "the webhook exited: %s", r.died)
 	r.check(r.hwmMiB <= *maxRSS, "VmHWM %.1f MiB, above %.0f MiB", r.hwmMiB, *maxRSS)
+	if r.way == "same" {
+		return
+	}
 	r.check(r.total > 0 && float64(r.correct) >= *minCorrect*float64(r.total), "%d of %d Flyte reviews correct, below %.0f%%", r.correct, r.total, 100**minCorrect)
 	r.check(r.p99 <= *maxP99, "p99 %s, above %s", r.p99.Round(time.Millisecond), *maxP99)
 	r.check(r.logRate <= *maxLogRate, "log %.0f bytes/s, above %.0f", r.logRate, *maxLogRate)
@@ -204,7 +236,7 @@ func cpuSince(pid int, ran0, waited0 time.Duration, elapsed float64) string {
 func report(results []result) bool {
 	fmt.Println()
 	t := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(t, "scenario\tVmHWM MiB\tcorrect/total\tp50\tp99\tlog B/s\tlog lines/s\tfailed /healthz, /readyz\tload\tverdict")
+	fmt.Fprintln(t, "scenario\tattacker\tVmHWM MiB\tcorrect/total\tp50\tp99\tlog B/s\tlog lines/s\tfailed /healthz, /readyz\tload\tverdict")
 	ok := true
 	for _, r := range results {
 		verdict := "ok"
@@ -214,13 +246,13 @@ func report(results []result) bool {
 		if r.died != "" {
 			verdict = "MISSED (" + strings.SplitN(r.died, ":", 2)[0] + ")"
 		}
-		fmt.Fprintf(t, "%s\t%.1f\t%d/%d\t%s\t%s\t%.0f\t%.0f\t%d, %d of %d\t%s\t%s\n", r.name, r.hwmMiB, r.correct, r.total,
+		fmt.Fprintf(t, "%s\t%s\t%.1f\t%d/%d\t%s\t%s\t%.0f\t%.0f\t%d, %d of %d\t%s\t%s\n", r.name, r.way, r.hwmMiB, r.correct, r.total,
 			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.logRate, r.linesRate, r.healthz, r.readyz, r.rounds, r.load, verdict)
 	}
 	t.Flush()
 	for _, r := range results {
 		for _, m := range r.missed {
-			fmt.Printf("MISSED %s: %s\n", r.name, m)
+			fmt.Printf("MISSED %s/%s: %s\n", r.name, r.way, m)
 		}
 	}
 	if ok {
