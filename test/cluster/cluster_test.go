@@ -262,8 +262,14 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 	It("refuses Flyte's jobs, naming the webhook, while no replica runs, and admits them once one is Ready", func(ctx SpecContext) {
 		ns := namespace(ctx)
 		scale(ctx, 0)
-		Eventually(ctx, func(g Gomega) { g.Expect(webhookPods(ctx, g)).To(BeEmpty()) }).
-			WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+		// Gone, not only terminating: a terminating replica keeps serving through
+		// its drain (--shutdown-drain), and the API server may still call it.
+		Eventually(ctx, func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(webhookNamespace),
+				client.MatchingLabels(webhookDeployment(ctx).Spec.Selector.MatchLabels))).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 		job := suspendedFlyteJob(ns, "refused")
 		err := k8sClient.Create(ctx, job)
 		Expect(err).To(MatchError(ContainSubstring(webhookName)))
