@@ -328,10 +328,13 @@ operator() {
 	kubectl_ -n training-operator create secret generic training-operator-webhook-cert > /dev/null
 	local certs=$state/operator-tmp/${operator_cert_dir#/tmp/}
 	mkdir -p "$certs"
+	# A copy in $state: the cached binary may live under /tmp (a HOME or
+	# E2E_CACHE there), which the private /tmp would hide.
+	cp "$TRAINING_OPERATOR_BIN" "$state/training-operator"
 	start training-operator unshare --mount --propagation private \
 		sh -c 'mount --bind "$0" /tmp && exec "$@"' "$state/operator-tmp" \
 		env -i KUBECONFIG="$state/admin.kubeconfig" MY_POD_NAMESPACE=training-operator \
-		"$TRAINING_OPERATOR_BIN" --enable-scheme mpijob --leader-elect=false \
+		"$state/training-operator" --enable-scheme mpijob --leader-elect=false \
 		--metrics-bind-address 0 --health-probe-bind-address 0 --webhook-server-port 9443
 	await "the training-operator filled its certificate Secret" 60 \
 		bash -c "[[ -n \"\$(KUBECONFIG=$state/admin.kubeconfig nsenter --net=/run/netns/$netns $KUBECTL -n training-operator get secret training-operator-webhook-cert -o 'jsonpath={.data.tls\\.crt}')\" ]]"
