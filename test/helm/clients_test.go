@@ -9,6 +9,7 @@ import (
 	chartv3 "helm.sh/helm/v3/pkg/chart"
 	loaderv3 "helm.sh/helm/v3/pkg/chart/loader"
 	actionv4 "helm.sh/helm/v4/pkg/action"
+	chartv4 "helm.sh/helm/v4/pkg/chart"
 	loaderv4 "helm.sh/helm/v4/pkg/chart/loader"
 	kubev4 "helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -101,11 +102,7 @@ func newHelm4(kubeconfig, namespace string) (*helm4, error) {
 }
 
 func (h *helm4) install(values map[string]any) error {
-	dir, err := ChartDir()
-	if err != nil {
-		return err
-	}
-	chart, err := loaderv4.Load(dir)
+	chart, err := loadChartV4()
 	if err != nil {
 		return err
 	}
@@ -117,11 +114,7 @@ func (h *helm4) install(values map[string]any) error {
 }
 
 func (h *helm4) upgrade(values map[string]any) error {
-	dir, err := ChartDir()
-	if err != nil {
-		return err
-	}
-	chart, err := loaderv4.Load(dir)
+	chart, err := loadChartV4()
 	if err != nil {
 		return err
 	}
@@ -136,4 +129,12 @@ func (h *helm4) uninstall() error {
 	uninstall.Timeout, uninstall.WaitStrategy = helmTimeout, kubev4.HookOnlyStrategy
 	_, err := uninstall.Run(ReleaseName)
 	return err
+}
+
+func loadChartV4() (chartv4.Charter, error) {
+	dir, err := ChartDir()
+	if err != nil {
+		return nil, err
+	}
+	return loaderv4.Load(dir)
 }
