@@ -5,22 +5,24 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"slices"
 	"sync"
 	"time"
 )
 
 // The bounds on TLS handshakes.
 const (
-	// MaxHandshakes bounds the TLS handshakes in progress. Each costs
-	// milliseconds of CPU and a ClientHello's buffers; beyond the bound a
-	// new connection waits, unread, so that the requests on connections
-	// already open, which is how the API server sends them, go first.
+	// MaxHandshakes bounds the TLS handshakes in progress, shared among
+	// client addresses (fairGate). Each costs milliseconds of CPU and a
+	// ClientHello's buffers; beyond the bound a new connection waits,
+	// unread, so that the requests on connections already open, which is
+	// how the API server sends them, go first.
 	MaxHandshakes = 16
 
-	// SlowHandshake is how long a handshake may take before a new
-	// connection that finds no place may cut it: the API server's takes a
-	// round trip or two on the cluster's network.
+	// SlowHandshake is how long a handshake may take before it may be cut
+	// for a waiting connection, when no address holds more than its share:
+	// the API server's takes a round trip or two on the cluster's network,
+	// so a connection that sends nothing holds a place no longer than this
+	// while others wait.
 	SlowHandshake = time.Second
 
 	// HandshakeTimeout bounds the time from a connection's accept to the
@@ -29,41 +31,30 @@ const (
 )
 
 // handshakeListener hands on TLS connections whose handshake is done, each
-// made in a goroutine of its own within the bounds above.
+// made in a goroutine of its own once the gate lets it.
 type handshakeListener struct {
 	inner  net.Listener
 	config *tls.Config
-	// max, slow and timeout are MaxHandshakes, SlowHandshake and HandshakeTimeout, or the tests' own.
-	max           int
-	slow, timeout time.Duration
+	// gate holds the handshakes in progress: MaxHandshakes and SlowHandshake, or the tests' own.
+	gate    *fairGate
+	timeout time.Duration
 
 	done   chan net.Conn
 	failed chan error
 	closed chan struct{}
 	close  sync.Once
-
-	mu sync.Mutex
-	// inProgress are the handshakes under way, oldest first.
-	inProgress []handshake
-	// freed is closed, and replaced, when a handshake ends.
-	freed chan struct{}
-}
-
-type handshake struct {
-	conn    net.Conn
-	started time.Time
 }
 
 // newHandshakeListener accepts from inner, which bounds the connections, and
 // returns the connections that complete a handshake with config.
 func newHandshakeListener(inner net.Listener, config *tls.Config) *handshakeListener {
-	return startHandshakes(&handshakeListener{inner: inner, config: config, max: MaxHandshakes, slow: SlowHandshake,
-		timeout: HandshakeTimeout})
+	return startHandshakes(&handshakeListener{inner: inner, config: config, timeout: HandshakeTimeout,
+		gate: &fairGate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns, slow: SlowHandshake}})
 }
 
 // startHandshakes starts l accepting.
 func startHandshakes(l *handshakeListener) *handshakeListener {
-	l.done, l.failed, l.closed, l.freed = make(chan net.Conn), make(chan error), make(chan struct{}), make(chan struct{})
+	l.done, l.failed, l.closed = make(chan net.Conn), make(chan error), make(chan struct{})
 	go l.accept()
 	return l
 }
@@ -86,18 +77,19 @@ func (l *handshakeListener) accept() {
 	}
 }
 
-// handshake makes conn's handshake once there is a place for it.
+// handshake makes conn's handshake once the gate lets it.
 func (l *handshakeListener) handshake(conn net.Conn) {
 	deadline := time.Now().Add(l.timeout)
 	_ = conn.SetDeadline(deadline)
-	if !l.begin(conn, deadline) {
+	ticket, err := l.gate.enter(clientAddress(conn.RemoteAddr().String()), func() { _ = conn.Close() }, deadline)
+	if err != nil {
 		tlsHandshakeErrors.Inc()
 		_ = conn.Close()
 		return
 	}
 	tlsConn := tls.Server(&helloBoundedConn{Conn: conn}, l.config)
-	err := tlsConn.HandshakeContext(context.Background())
-	l.end(conn)
+	err = tlsConn.HandshakeContext(context.Background())
+	l.gate.leave(ticket)
 	if err != nil {
 		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one cut for a newer one
 		_ = conn.Close()
@@ -109,47 +101,6 @@ func (l *handshakeListener) handshake(conn net.Conn) {
 	case <-l.closed:
 		_ = conn.Close()
 	}
-}
-
-// begin waits until conn may start its handshake: when fewer than l.max
-// are in progress, or when the oldest has taken more than l.slow, which
-// begin then cuts. It returns false once deadline passes.
-func (l *handshakeListener) begin(conn net.Conn, deadline time.Time) bool {
-	for {
-		l.mu.Lock()
-		if len(l.inProgress) >= l.max && time.Since(l.inProgress[0].started) > l.slow {
-			_ = l.inProgress[0].conn.Close()
-			l.inProgress = l.inProgress[1:]
-		}
-		if len(l.inProgress) < l.max {
-			l.inProgress = append(l.inProgress, handshake{conn, time.Now()})
-			l.mu.Unlock()
-			return true
-		}
-		freed, untilSlow := l.freed, l.slow-time.Since(l.inProgress[0].started)
-		l.mu.Unlock()
-		wait := time.NewTimer(min(untilSlow, time.Until(deadline)))
-		select {
-		case <-freed:
-		case <-wait.C:
-		case <-l.closed:
-			wait.Stop()
-			return false
-		}
-		wait.Stop()
-		if !time.Now().Before(deadline) {
-			return false
-		}
-	}
-}
-
-// end gives conn's place back.
-func (l *handshakeListener) end(conn net.Conn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.inProgress = slices.DeleteFunc(l.inProgress, func(h handshake) bool { return h.conn == conn })
-	close(l.freed)
-	l.freed = make(chan struct{})
 }
 
 // Accept returns the next connection whose handshake is done.

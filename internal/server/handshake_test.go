@@ -34,7 +34,7 @@ func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*
 		t.Fatal(err)
 	}
 	l := startHandshakes(&handshakeListener{inner: tcp, config: &tls.Config{Certificates: []tls.Certificate{cert}},
-		max: maxHandshakes, slow: slow, timeout: 30 * time.Second})
+		gate: &fairGate{max: maxHandshakes, maxWaiting: 64, slow: slow}, timeout: 30 * time.Second})
 	t.Cleanup(func() { _ = l.Close() })
 	// The server side of a handshake ends with the client's first read.
 	go func() {
@@ -82,9 +82,9 @@ func TestHandshakesInProgressAreBounded(t *testing.T) {
 		silent = append(silent, conn)
 	}
 	waitForHandshakes(t, l, places)
-	l.mu.Lock()
-	oldest := l.inProgress[0].started
-	l.mu.Unlock()
+	l.gate.mu.Lock()
+	oldest := l.gate.running.oldestOf("127.0.0.1").started
+	l.gate.mu.Unlock()
 
 	if err := handshakeWith(address, client); err != nil {
 		t.Fatalf("a handshake beside slow ones: %v", err)
@@ -103,9 +103,9 @@ func TestHandshakesInProgressAreBounded(t *testing.T) {
 func waitForHandshakes(t *testing.T, l *handshakeListener, n int) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return len(l.inProgress) == n, nil
+		l.gate.mu.Lock()
+		defer l.gate.mu.Unlock()
+		return l.gate.running.total == n, nil
 	})
 	if err != nil {
 		t.Fatalf("waiting for %d handshakes in progress: %v", n, err)

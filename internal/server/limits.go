@@ -54,12 +54,25 @@ const (
 	// connections for as long).
 	IdleTimeout = 90 * time.Second
 
-	// MaxInFlight caps the requests whose body has arrived and that are
-	// being answered; one more is answered 503 at once, with Retry-After,
-	// which the API server's client honours by retrying. A body still
-	// arriving is not counted here, so slow clients cannot take the API
-	// server's turn; what they hold is bounded by MaxBufferedBytes.
+	// MaxInFlight caps the requests whose body has arrived, being decided
+	// or waiting to be; one more is answered 503 at once, with Retry-After,
+	// which the API server's client honours by retrying, unless another
+	// address holds more of them (fairGate). A body still arriving is not
+	// counted here, so slow clients cannot take the API server's turn; what
+	// they hold is bounded by MaxBufferedBytes.
 	MaxInFlight = 64
+
+	// MaxDeciding caps the requests being decided at once: the CPU. The
+	// others wait their address's turn (fairGate), so the API server's
+	// reviews wait behind a share of a flood's, not behind all of it. The
+	// answer is written once the request has left its place, so a client
+	// slow to read it holds none. Twice the cores the Deployment's pod gets
+	// (GOMAXPROCS 2) keeps them busy.
+	MaxDeciding = 4
+
+	// DecideWait bounds how long a request waits for its turn: the API
+	// server gives up after its timeoutSeconds (5 in config/webhook).
+	DecideWait = 5 * time.Second
 
 	// MaxBufferedBytes caps the Content-Length of the bodies held at once,
 	// whether still arriving or being answered: a body's room is taken
@@ -99,16 +112,17 @@ var (
 	errTooSlow = fmt.Errorf("the body did not arrive within %s", ReadTimeout)
 )
 
-// limiter holds what MaxInFlight and MaxBufferedBytes bound.
+// limiter holds what MaxInFlight, MaxDeciding and MaxBufferedBytes bound.
 type limiter struct {
-	maxInFlight                   int
+	// deciding holds the requests being decided, and those waiting their turn.
+	deciding                      *fairGate
+	decideWait                    time.Duration
 	maxBytes, reserve, smallBytes int64
 	// wait is how long a large body waits for room: its request's ReadTimeout.
 	wait time.Duration
 
-	mu       sync.Mutex
-	inFlight int
-	bytes    int64 // the lengths of the bodies arriving or being answered
+	mu    sync.Mutex
+	bytes int64 // the lengths of the bodies arriving or being answered
 	// arriving are the bodies still being read, oldest first.
 	arriving []*body
 	// freed is closed, and replaced, when room is given back.
@@ -116,17 +130,17 @@ type limiter struct {
 }
 
 func newLimiter() *limiter {
-	return &limiter{maxInFlight: MaxInFlight, maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve,
-		smallBytes: SmallRequestBytes, wait: ReadTimeout, freed: make(chan struct{})}
+	return &limiter{deciding: &fairGate{max: MaxDeciding, maxWaiting: MaxInFlight - MaxDeciding}, decideWait: DecideWait,
+		maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes, wait: ReadTimeout,
+		freed: make(chan struct{})}
 }
 
 // body is one request's body, from its room taken to its answer.
 type body struct {
 	length int64
 	// cut stops a read of the body under way (a read deadline in the past).
-	cut      func()
-	wasCut   bool
-	inFlight bool
+	cut    func()
+	wasCut bool
 }
 
 // admit takes room for b before its first byte is read. A small body short
@@ -178,7 +192,7 @@ func (l *limiter) admitLocked(b *body) bool {
 	return true
 }
 
-// arrived marks b whole: it is in flight from now on, if there is room.
+// arrived marks b whole: it can no longer be cut.
 func (l *limiter) arrived(b *body) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -186,11 +200,6 @@ func (l *limiter) arrived(b *body) error {
 		return errCut
 	}
 	l.arriving = slices.DeleteFunc(l.arriving, func(a *body) bool { return a == b })
-	if l.inFlight >= l.maxInFlight {
-		return errBusy
-	}
-	l.inFlight++
-	b.inFlight = true
 	return nil
 }
 
@@ -203,9 +212,6 @@ func (l *limiter) release(b *body) {
 	}
 	l.arriving = slices.DeleteFunc(l.arriving, func(a *body) bool { return a == b })
 	l.bytes -= b.length
-	if b.inFlight {
-		l.inFlight--
-	}
 	close(l.freed) // wakes the large bodies waiting for room
 	l.freed = make(chan struct{})
 }
@@ -261,10 +267,34 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 			refuse(w, refusal(err), err)
 			return
 		}
+		ticket, err := l.deciding.enter(clientAddress(r.RemoteAddr), nil, time.Now().Add(l.decideWait))
+		if err != nil {
+			refuse(w, http.StatusServiceUnavailable, fmt.Errorf("%w: %w", errBusy, err))
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(buf))
-		next.ServeHTTP(w, r)
+		answer := &heldAnswer{ResponseWriter: w, status: http.StatusOK}
+		func() {
+			defer l.deciding.leave(ticket) // a panic, which net/http recovers, frees the place too
+			next.ServeHTTP(answer, r)
+		}()
+		w.WriteHeader(answer.status)
+		_, _ = w.Write(answer.body.Bytes())
 	})
 }
+
+// heldAnswer holds a handler's answer until it returns, so that writing it
+// to a client slow to read holds no place among MaxDeciding. Its header is
+// the ResponseWriter's own, sent with the status once it is written.
+type heldAnswer struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (a *heldAnswer) WriteHeader(status int) { a.status = status }
+
+func (a *heldAnswer) Write(p []byte) (int, error) { return a.body.Write(p) }
 
 // refusal is the status of a refusal of the limiter's: 408 for a body that
 // did not arrive, or find room, in time; 503 when there was no room.

@@ -49,12 +49,23 @@ type answer struct {
 
 // send posts body; a request that gets no answer is answered status 0 with the error.
 func send(url string, body io.Reader, contentLength int64) answer {
+	return sendFrom("", url, body, contentLength)
+}
+
+// sendFrom posts body from the loopback address from, another client
+// address than the default 127.0.0.1.
+func sendFrom(from, url string, body io.Reader, contentLength int64) answer {
 	req, err := http.NewRequest(http.MethodPost, url, body)
 	if err != nil {
 		return answer{Body: err.Error()}
 	}
 	req.ContentLength = contentLength
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if from != "" {
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		client = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return answer{Body: err.Error()}
 	}
@@ -100,7 +111,11 @@ func waitUntil(t *testing.T, l *limiter, what string, cond func(*limiter) bool) 
 	}
 }
 
-func idle(l *limiter) bool { return l.bytes == 0 && l.inFlight == 0 && len(l.arriving) == 0 }
+func idle(l *limiter) bool {
+	l.deciding.mu.Lock()
+	defer l.deciding.mu.Unlock()
+	return l.bytes == 0 && len(l.arriving) == 0 && l.deciding.running.total == 0 && l.deciding.waiting.total == 0
+}
 
 func TestLimitBodySize(t *testing.T) {
 	l := newLimiter()
@@ -149,33 +164,63 @@ func TestLimitServesOnlyPOST(t *testing.T) {
 	}
 }
 
-func TestLimitInFlight(t *testing.T) {
+// TestLimitDecidingSharedByAddress fills the places for deciding and the
+// waiting room from one client address, and checks that one more from it
+// is refused at once, that one from another address takes the place of the
+// flood's oldest waiter, and that it is let in before the flood's others.
+func TestLimitDecidingSharedByAddress(t *testing.T) {
 	l := newLimiter()
-	l.maxInFlight = 2
+	l.deciding.max, l.deciding.maxWaiting = 2, 2
 	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
 	srv := httptest.NewServer(l.limit(h))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
+	waiters := func(address string) func(*limiter) bool {
+		return func(l *limiter) bool {
+			l.deciding.mu.Lock()
+			defer l.deciding.mu.Unlock()
+			return l.deciding.waiting.count(address) == 2
+		}
+	}
 
-	held := make(chan answer, l.maxInFlight)
-	for range l.maxInFlight {
-		go func() { held <- send(srv.URL, strings.NewReader("{}"), 2) }()
+	flood := make(chan answer, 4)
+	for range 2 {
+		go func() { flood <- send(srv.URL, strings.NewReader("{}"), 2) }()
 		<-h.entered
 	}
-	// A body still arriving is not in flight; one more complete body is refused at once.
-	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()},
+	for range 2 {
+		go func() { flood <- send(srv.URL, strings.NewReader("{}"), 2) }()
+	}
+	waitUntil(t, l, "two of the flood's wait", waiters("127.0.0.1"))
+	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errBusy.Error() + ": " + errGateFull.Error()},
 		send(srv.URL, strings.NewReader("{}"), 2)); diff != "" {
-		t.Errorf("a request beyond MaxInFlight (-want +got):\n%s", diff)
+		t.Errorf("one more of the flood (-want +got):\n%s", diff)
+	}
+
+	other := make(chan answer, 1)
+	go func() { other <- sendFrom("127.0.0.2", srv.URL, strings.NewReader("{}"), 2) }()
+	// The flood's oldest waiter gives its place.
+	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errBusy.Error() + ": " + errGateFull.Error()}, <-flood); diff != "" {
+		t.Errorf("the flood's oldest waiter (-want +got):\n%s", diff)
+	}
+	// One place frees: the other address's turn comes first.
+	h.gate <- struct{}{}
+	<-h.entered
+	l.deciding.mu.Lock()
+	running := l.deciding.running.count("127.0.0.2")
+	l.deciding.mu.Unlock()
+	if running != 1 {
+		t.Errorf("once a place freed, 127.0.0.2 runs %d, want 1: its turn comes before the flood's next", running)
 	}
 	close(h.gate)
-	for range l.maxInFlight {
-		if got := <-held; got.Status != 200 {
-			t.Errorf("a request in flight was answered %+v, want 200", got)
+	if got := <-other; got.Status != 200 {
+		t.Errorf("the other address was answered %+v, want 200", got)
+	}
+	for range 3 {
+		if got := <-flood; got.Status != 200 {
+			t.Errorf("a request of the flood was answered %+v, want 200", got)
 		}
 	}
 	waitUntil(t, l, "no request is counted", idle)
-	if got := send(srv.URL, strings.NewReader("{}"), 2); got.Status != 200 {
-		t.Errorf("once the others are answered, a request gets %+v, want 200", got)
-	}
 }
 
 // trickle starts a request whose body arrives as the test writes it, and
@@ -293,7 +338,7 @@ func (pastEOFHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and takes no more room: with room for exactly one request and its body.
 func TestLimitReadPastEOF(t *testing.T) {
 	l := newLimiter()
-	l.maxInFlight, l.maxBytes, l.reserve = 1, 10, 0
+	l.deciding.max, l.deciding.maxWaiting, l.maxBytes, l.reserve = 1, 0, 10, 0
 	srv := httptest.NewServer(l.limit(pastEOFHandler{}))
 	t.Cleanup(srv.Close)
 	for range 2 { // the second finds the first's room and place in flight given back

@@ -14,17 +14,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// The bounds on connections. A connection beyond MaxConns waits in the
-// kernel's listen backlog, unaccepted, where it costs the process neither
-// memory nor a file descriptor; each port has its own bound, so that no
-// flood of one starves another (the kubelet's probes above all).
+// The bounds on connections. Each port has its own bound, so that no flood
+// of one starves another (the kubelet's probes above all).
 const (
-	// MaxConns bounds the webhook's open connections. The API servers keep
-	// a few keep-alive connections each, and at most MaxInFlight requests
-	// are answered at once; the rest is room for slow clients' connections
-	// (which hold no body memory while they wait, see MaxBufferedBytes)
-	// before a new connection of the API server's waits behind them.
+	// MaxConns bounds the webhook's open connections, shared among client
+	// addresses (fair.go): the webhook port accepts every connection at
+	// once, so that none of the API server's waits in the kernel's backlog
+	// behind a flood, and beyond the bound a newcomer takes the place of
+	// the flooding address's oldest, or waits (MaxWaitingConns). The API servers keep a few keep-alive
+	// connections each, and at most MaxInFlight requests are answered at
+	// once; the rest is room for slow clients' connections (which hold no
+	// body memory while they wait, see MaxBufferedBytes).
 	MaxConns = 512
+
+	// MaxWaitingConns bounds the webhook port's connections waiting, unread,
+	// for a place among MaxConns, when their address already holds the most
+	// (fair.go): a lone API server's burst beyond MaxConns is served as
+	// places free, as the kernel's backlog used to serve it, instead of
+	// refused. When the room is full its oldest is closed. With MaxConns and
+	// the probe and metrics ports' MaxProbeConns each (512 + 2 × 192 + 64 =
+	// 960) it leaves 64 of a file-descriptor limit of 1,024 for the
+	// process's own (listeners, epoll, standard streams, the certificate
+	// watcher's), a dozen of them: 128 would leave none.
+	MaxWaitingConns = 64
 
 	// MaxClientHelloBytes bounds a TLS ClientHello. Browsers and Go's own
 	// client send under 2 KiB, post-quantum key shares included; crypto/tls
@@ -33,11 +45,13 @@ const (
 	MaxClientHelloBytes = 16 << 10
 
 	// MaxProbeConns bounds the open connections of the probe and metrics
-	// ports, each. The kubelet and Prometheus open one at a time, but a
+	// ports, each; one beyond waits in the kernel's listen backlog,
+	// unaccepted, where it costs the process neither memory nor a file
+	// descriptor. The kubelet and Prometheus open one at a time, but a
 	// connection refused a header holds its place for half a second
 	// (net/http waits for the client to read the refusal): room for a
-	// flood of them beside the kubelet. The three ports' bounds together
-	// leave a hundred of a file-descriptor limit of 1,024.
+	// flood of them beside the kubelet. The three ports' bounds together,
+	// with MaxWaitingConns, leave 64 of a file-descriptor limit of 1,024.
 	MaxProbeConns = 192
 
 	// MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few

@@ -6,7 +6,10 @@
 //
 // The server bounds what any client can make it hold: connections and
 // ClientHellos (listen.go), TLS handshakes (handshake.go), bodies and
-// requests in flight (limits.go), log lines (logging.go); and on shutdown
+// requests in flight (limits.go), log lines (logging.go). On the webhook
+// port it shares connections, handshakes and requests among client
+// addresses (fair.go), so that a flood from one leaves room for the API
+// server's. On shutdown
 // it turns unready, drains and finishes the requests in flight.
 package server
 
@@ -211,7 +214,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		}
 	}()
 
-	tcp, err := listen(s.address(), MaxConns)
+	tcp, err := listenFair(s.address(), MaxConns, MaxWaitingConns)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.address(), err)
 	}

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// TestFairVictim checks the one rule of fair.go: a newcomer takes the place
+// of the oldest of the address holding the most only when that address
+// would still hold more than the newcomer's.
+func TestFairVictim(t *testing.T) {
+	type held struct {
+		address string
+		n       int
+	}
+	tests := []struct {
+		name     string
+		held     []held
+		newcomer string
+		want     string // the address losing its oldest; "" when the newcomer finds no place
+	}{
+		{"a flood leaves room for another address", []held{{"10.0.0.9", 16}}, "10.0.0.1", "10.0.0.9"},
+		{"the flooding address itself finds none", []held{{"10.0.0.9", 16}}, "10.0.0.9", ""},
+		{"shared evenly: no more places", []held{{"10.0.0.1", 8}, {"10.0.0.9", 8}}, "10.0.0.1", ""},
+		{"one more than even: still none", []held{{"10.0.0.1", 7}, {"10.0.0.9", 8}}, "10.0.0.1", ""},
+		{"two more: the heavier gives one", []held{{"10.0.0.1", 6}, {"10.0.0.9", 8}}, "10.0.0.1", "10.0.0.9"},
+		{"the heaviest of three gives", []held{{"10.0.0.1", 2}, {"10.0.0.8", 5}, {"10.0.0.9", 9}}, "10.0.0.7", "10.0.0.9"},
+		{"a tie goes to the smaller address", []held{{"10.0.0.8", 4}, {"10.0.0.9", 4}}, "10.0.0.1", "10.0.0.8"},
+		{"spread over many addresses: none", []held{{"10.0.0.8", 1}, {"10.0.0.9", 1}}, "10.0.0.1", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s shares[int]
+			next := 0
+			for _, h := range tt.held {
+				for range h.n {
+					s.add(h.address, next)
+					next++
+				}
+			}
+			address, victim, ok := s.fairVictim(tt.newcomer)
+			if got := map[bool]string{true: address}[ok]; got != tt.want {
+				t.Fatalf("fairVictim(%s) = %q, %t; want %q", tt.newcomer, address, ok, tt.want)
+			}
+			if ok && victim != s.byAddress[address][0] {
+				t.Errorf("victim %d, want the address's oldest, %d", victim, s.byAddress[address][0])
+			}
+		})
+	}
+}
+
+// closeRecorder is a connection that records its Close, and is never read.
+type closeRecorder struct {
+	net.Conn
+	closed bool
+}
+
+func (c *closeRecorder) Close() error { c.closed = true; return nil }
+
+// TestFairListenerPlaces checks, step by step, which connections hold
+// places, wait, are handed to Accept and are closed, as others arrive and close.
+func TestFairListenerPlaces(t *testing.T) {
+	type step struct {
+		arrives, closes string // a connection's name: its address's letter and its number
+		admitted        []string
+		waiting         []string
+		closed          []string // every connection the listener has closed so far
+	}
+	tests := []struct {
+		name            string
+		max, maxWaiting int
+		steps           []step
+	}{
+		{"a lone address beyond the bound waits, then takes the next place that frees", 2, 2, []step{
+			{arrives: "a1", admitted: []string{"a1"}},
+			{arrives: "a2", admitted: []string{"a2"}},
+			{arrives: "a3", waiting: []string{"a3"}},
+			{arrives: "a4", waiting: []string{"a3", "a4"}},
+			{closes: "a1", admitted: []string{"a3"}, waiting: []string{"a4"}},
+			{arrives: "a5", waiting: []string{"a4", "a5"}},
+			{closes: "a2", admitted: []string{"a4"}, waiting: []string{"a5"}},
+		}},
+		{"a full waiting room closes its oldest", 1, 2, []step{
+			{arrives: "a1", admitted: []string{"a1"}},
+			{arrives: "a2", waiting: []string{"a2"}},
+			{arrives: "a3", waiting: []string{"a2", "a3"}},
+			{arrives: "a4", waiting: []string{"a3", "a4"}, closed: []string{"a2"}},
+			{closes: "a1", admitted: []string{"a3"}, waiting: []string{"a4"}, closed: []string{"a2"}},
+		}},
+		{"another address takes the busiest's oldest place at once, before the busiest's waiting", 2, 2, []step{
+			{arrives: "a1", admitted: []string{"a1"}},
+			{arrives: "a2", admitted: []string{"a2"}},
+			{arrives: "a3", waiting: []string{"a3"}},
+			{arrives: "b1", admitted: []string{"b1"}, waiting: []string{"a3"}, closed: []string{"a1"}},
+			{closes: "a1", waiting: []string{"a3"}, closed: []string{"a1"}},        // the cut one's own close frees no place
+			{arrives: "b2", waiting: []string{"a3", "b2"}, closed: []string{"a1"}}, // 1 against 1: no place to take
+			{closes: "a2", admitted: []string{"a3"}, waiting: []string{"b2"}, closed: []string{"a1"}},
+		}},
+		{"without a waiting room a newcomer finding no place is closed", 1, 0, []step{
+			{arrives: "a1", admitted: []string{"a1"}},
+			{arrives: "a2", closed: []string{"a2"}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newFairListener(nil, tt.max, tt.maxWaiting)
+			conns := map[string]*fairConn{}
+			recorders := map[string]*closeRecorder{}
+			names := func(cs []*fairConn) (got []string) {
+				for _, c := range cs {
+					for name, known := range conns {
+						if known == c {
+							got = append(got, name)
+						}
+					}
+				}
+				return got
+			}
+			for i, step := range tt.steps {
+				if step.arrives != "" {
+					recorders[step.arrives] = &closeRecorder{}
+					conns[step.arrives] = &fairConn{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1]}
+					l.arrive(conns[step.arrives])
+				}
+				if step.closes != "" {
+					l.release(conns[step.closes]) // as its Close does, which the test does not record
+				}
+				got := step
+				got.admitted, got.waiting, got.closed = names(l.admitted), names(l.waiting), nil
+				for name, r := range recorders {
+					if r.closed {
+						got.closed = append(got.closed, name)
+					}
+				}
+				slices.Sort(got.closed)
+				l.admitted = nil // as Accept takes them
+				if diff := cmp.Diff(step, got, cmp.AllowUnexported(step), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("step %d (-want +got):\n%s", i, diff)
+				}
+				if l.open.total > tt.max || len(l.waiting) > tt.maxWaiting {
+					t.Errorf("step %d: %d open and %d waiting, beyond %d and %d", i, l.open.total, len(l.waiting), tt.max, tt.maxWaiting)
+				}
+			}
+		})
+	}
+}
+
+// TestFairListenerWaitingUnread checks over TCP that a connection beyond
+// the bound from the only address is not closed but waits, unread, and is
+// returned by Accept with what its client sent once a place frees.
+func TestFairListenerWaitingUnread(t *testing.T) {
+	l, err := listenFair("127.0.0.1:0", 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	dial()
+	first, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := dial()
+	if _, err := second.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	fair := l.(*fairListener)
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting := 0; waiting == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the second connection never waited")
+		}
+		fair.mu.Lock()
+		waiting = len(fair.waiting)
+		fair.mu.Unlock()
+		runtime.Gosched()
+	}
+	_ = first.Close()
+	admitted, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = admitted.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(admitted, got); err != nil || string(got) != "hello" {
+		t.Errorf("read %q, %v from the admitted connection; want what the waiting client sent, hello", got, err)
+	}
+}
+
+// TestFairGateCutsOverShare checks that a gate whose holders can be cut
+// gives a waiting address a place at once, cut from the address running
+// more than its share, and that one whose holders cannot be cut lets the
+// newcomer wait instead.
+func TestFairGateCutsOverShare(t *testing.T) {
+	for _, cuttable := range []bool{true, false} {
+		t.Run(map[bool]string{true: "cuttable", false: "not cuttable"}[cuttable], func(t *testing.T) {
+			g := &fairGate{max: 4, maxWaiting: 8}
+			var cut []int
+			for i := range 4 {
+				var cutIt func()
+				if cuttable {
+					cutIt = func() { cut = append(cut, i) }
+				}
+				if _, err := g.enter("10.0.0.9", cutIt, time.Now().Add(time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(time.Minute)
+			if !cuttable {
+				deadline = time.Now().Add(10 * time.Millisecond)
+			}
+			ticket, err := g.enter("10.0.0.1", nil, deadline)
+			if !cuttable {
+				if err != errGateTimeout || len(cut) != 0 {
+					t.Fatalf("enter = %v, cut %v; want errGateTimeout and nothing cut", err, cut)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(cut, []int{0}) {
+				t.Fatalf("enter = %v, cut %v; want a place, and the flood's oldest cut", err, cut)
+			}
+			g.leave(ticket)
+			if g.running.total != 3 || g.running.count("10.0.0.1") != 0 {
+				t.Errorf("after leaving: %d running, %d of 10.0.0.1; want 3 and 0", g.running.total, g.running.count("10.0.0.1"))
+			}
+		})
+	}
+}
