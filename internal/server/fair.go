@@ -190,7 +190,7 @@ func (l *fairListener) arrive(c *fairConn) {
 			return
 		}
 		l.open.remove(address, victim)
-		_ = victim.Conn.Close() // its own Close then finds it gone, and frees no place for the waiting
+		victim.reset() // its own Close then finds it gone, and frees no place for the waiting
 	}
 	l.admit(c)
 }
@@ -198,11 +198,11 @@ func (l *fairListener) arrive(c *fairConn) {
 // wait puts c at the end of the waiting room, closing the room's oldest when it is full.
 func (l *fairListener) wait(c *fairConn) {
 	if l.maxWaiting == 0 {
-		_ = c.Conn.Close()
+		c.reset()
 		return
 	}
 	if len(l.waiting) >= l.maxWaiting {
-		_ = l.waiting[0].Conn.Close()
+		l.waiting[0].reset()
 		l.waiting = slices.Delete(l.waiting, 0, 1)
 	}
 	l.waiting = append(l.waiting, c)
@@ -252,6 +252,16 @@ type fairConn struct {
 	address  string
 }
 
+// reset closes c for another, with a reset rather than an orderly close:
+// the kernel then frees it at once, where a close would hold it for the
+// exchange of FINs, which a flood of connections makes the webhook pay.
+func (c *fairConn) reset() {
+	if tcp, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	_ = c.Conn.Close()
+}
+
 func (c *fairConn) Close() error {
 	c.listener.release(c)
 	return c.Conn.Close()
@@ -283,6 +293,8 @@ type fairGate struct {
 	waiting shares[*gateTicket]
 	// turns are the addresses with waiters, in the order they are let in.
 	turns []string
+	// slowTimer cuts the oldest holder once slow, for waiters (watchSlow).
+	slowTimer *time.Timer
 }
 
 // gateTicket is one holder's place in a fairGate, waiting or running.
@@ -321,48 +333,47 @@ func (g *fairGate) enter(address string, cut func(), deadline time.Time) (*gateT
 	}
 	g.cutForWaiters()
 	g.letIn()
+	g.watchSlow()
 	g.mu.Unlock()
 
-	for {
-		timer := time.NewTimer(time.Until(g.wakeAt(deadline)))
-		select {
-		case err := <-t.let:
-			timer.Stop()
-			return admitted(t, err)
-		case <-timer.C:
-		}
-		g.mu.Lock()
-		if time.Now().Before(deadline) {
-			g.cutForWaiters() // the oldest may be slow now
-			g.letIn()
-			g.mu.Unlock()
-			continue
-		}
-		defer g.mu.Unlock()
-		if g.unqueue(address, t) {
-			return nil, errGateTimeout
-		}
-		return admitted(t, <-t.let) // let in, or turned away, as the deadline passed
-	}
-}
-
-// wakeAt is when a waiter looks again for a place: at its deadline, or, in
-// a gate that cuts slow holders, once the oldest of the address holding
-// the most has run for slow.
-func (g *fairGate) wakeAt(deadline time.Time) time.Time {
-	if g.slow == 0 {
-		return deadline
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-t.let:
+		return admitted(t, err)
+	case <-timer.C:
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.unqueue(address, t) {
+		return nil, errGateTimeout
+	}
+	return admitted(t, <-t.let) // let in, or turned away, as the deadline passed
+}
+
+// watchSlow arms the gate's one timer for when the oldest holder of the
+// address running the most will have run for slow, while others wait for
+// a place; it then cuts it for them.
+func (g *fairGate) watchSlow() {
+	if g.slow == 0 || g.waiting.total == 0 || g.running.total < g.max {
+		return
+	}
 	oldest := g.running.oldestOf(g.running.heaviest())
-	if oldest == nil || oldest.started.Add(g.slow).After(deadline) {
-		return deadline
+	if oldest == nil || oldest.cut == nil {
+		return
 	}
-	if soon := time.Now().Add(time.Millisecond); oldest.started.Add(g.slow).Before(soon) {
-		return soon
+	wait := time.Until(oldest.started.Add(g.slow))
+	if g.slowTimer == nil {
+		g.slowTimer = time.AfterFunc(wait, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.cutForWaiters()
+			g.letIn()
+			g.watchSlow()
+		})
+		return
 	}
-	return oldest.started.Add(g.slow)
+	g.slowTimer.Reset(wait)
 }
 
 func admitted(t *gateTicket, err error) (*gateTicket, error) {
@@ -378,6 +389,7 @@ func (g *fairGate) leave(t *gateTicket) {
 	defer g.mu.Unlock()
 	g.running.remove(t.address, t) // false when it was cut, and its place taken already
 	g.letIn()
+	g.watchSlow()
 }
 
 func (g *fairGate) run(t *gateTicket) {
