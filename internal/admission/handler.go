@@ -1,9 +1,13 @@
 // Package admission serves mutate.Decider as a Kubernetes mutating
-// admission webhook: controller-runtime's admission.Webhook reads the
-// AdmissionReview, recovers a panic and puts a logger in the request's
-// context; Handler turns the decision into the answer, a JSON patch or a
-// denial. Every decision about an MPIJob is made in package mutate; the
-// bounds on what a client may send are internal/server's.
+// admission webhook. Handler reads the AdmissionReview the API server sends,
+// an admission.k8s.io/v1 review of an object, and its object in one pass
+// (mutate.DecodeReview); every other body, malformed or not, goes to
+// controller-runtime's admission.Webhook, which decodes it with the API
+// machinery's codec. Both then answer through the Webhook's Handle, which
+// recovers a panic and puts a logger in the request's context; Handler
+// turns the decision into the answer, a JSON patch or a denial. Every
+// decision about an MPIJob is made in package mutate; the bounds on what a
+// client may send are internal/server's.
 package admission
 
 import (
@@ -11,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 
@@ -26,15 +31,29 @@ import (
 // Path is where the webhook is served.
 const Path = "/mutate-mpijob"
 
-// Handler decides on each review with Options.
+// maxRequestBytes is admission.Webhook's limit on a body: a body that
+// reaches it is left to the Webhook, which refuses it.
+const maxRequestBytes = 7 << 20
+
+// Handler decides on each review with Options. It is the webhook's
+// http.Handler, and the admission.Handler of its admission.Webhook.
 type Handler struct {
 	// Options are the decision's settings, read at the first review.
 	Options mutate.Options
 	// Observe, when set, is called with the decision on every review answered, for metrics.
 	Observe func(mutate.Decision)
 
-	decider     *mutate.Decider
-	deciderOnce sync.Once
+	setupOnce sync.Once
+	decider   *mutate.Decider
+	webhook   *admission.Webhook
+	log       logr.Logger // admission.Webhook's own, for what it logs when it writes the answer
+}
+
+// setup makes, at the first review, what answering takes.
+func (h *Handler) setup() {
+	h.setupOnce.Do(func() {
+		h.decider, h.webhook, h.log = mutate.NewDecider(h.Options), h.Webhook(), logf.Log.WithName("admission")
+	})
 }
 
 // Webhook serves h behind controller-runtime's admission.Webhook, with a
@@ -43,10 +62,96 @@ func (h *Handler) Webhook() *admission.Webhook {
 	return &admission.Webhook{Handler: h, LogConstructor: logConstructor}
 }
 
+// decodedJobKey carries, in a request's context, the job ServeHTTP decoded
+// with the review, for Handle.
+type decodedJobKey struct{}
+
+// ServeHTTP answers an AdmissionReview. One that DecodeReview reads is
+// answered as admission.Webhook answers it, byte for byte, without the
+// codec's passes over the body; any other body goes to the Webhook.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.setup()
+	if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Content-Type") != "application/json" {
+		h.webhook.ServeHTTP(w, r) // refused before any decode
+		return
+	}
+	body, err := readBody(r)
+	var req *admissionv1.AdmissionRequest
+	var job *mutate.Job
+	if err == nil {
+		req, job, err = h.decider.DecodeReview(body)
+	}
+	if err != nil {
+		h.webhook.ServeHTTP(w, r)
+		return
+	}
+	request := admission.Request{AdmissionRequest: *req}
+	if log := h.log; log.V(5).Enabled() {
+		logConstructor(log, &request).V(5).Info("received request")
+	}
+	h.writeReview(w, h.webhook.Handle(context.WithValue(r.Context(), decodedJobKey{}, job), request))
+}
+
+// errBodyLeft is readBody's error for a body that reaches maxRequestBytes.
+var errBodyLeft = errors.New("the body reaches the webhook's limit")
+
+// readBody reads r's body in one allocation of its Content-Length. When it
+// fails, or the body reaches maxRequestBytes, it puts back what it read,
+// followed by the rest or the error, for admission.Webhook to meet alike;
+// and when DecodeReview fails, the Webhook reads the same bytes.
+func readBody(r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(int(min(max(r.ContentLength, 0), maxRequestBytes)) + bytes.MinRead) // MinRead: room for ReadFrom's EOF
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxRequestBytes))
+	rest := r.Body
+	switch {
+	case err != nil:
+		rest = io.NopCloser(&failingReader{err})
+	case buf.Len() >= maxRequestBytes:
+		err = errBodyLeft
+	}
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(buf.Bytes()), rest), r.Body}
+	return buf.Bytes(), err
+}
+
+// readCloser reads the body put back, and closes the request's.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// failingReader fails with err, as the body did.
+type failingReader struct{ err error }
+
+func (f *failingReader) Read([]byte) (int, error) { return 0, f.err }
+
+// writeReview writes resp as admission.Webhook writes its answer to an
+// admission.k8s.io/v1 review: the answer to the API server, and the logs.
+func (h *Handler) writeReview(w io.Writer, resp admission.Response) {
+	review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: mutate.ReviewAPIVersion, Kind: mutate.ReviewKind},
+		Response: &resp.AdmissionResponse}
+	if err := json.NewEncoder(w).Encode(review); err != nil {
+		// The connection broke: the Webhook tries once more, with a 500.
+		h.log.Error(err, "unable to encode and write the response")
+		serverError := admission.Errored(http.StatusInternalServerError, err)
+		if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{Response: &serverError.AdmissionResponse}); err != nil {
+			h.log.Error(err, "still unable to encode and write the InternalServerError response")
+		}
+		return
+	}
+	if log := h.log; log.V(5).Enabled() {
+		if result := resp.Result; result != nil {
+			log = log.WithValues("code", result.Code, "reason", result.Reason, "message", result.Message)
+		}
+		log.V(5).Info("wrote response", "requestID", resp.UID, "allowed", resp.Allowed)
+	}
+}
+
 // Handle answers one admission request.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	h.deciderOnce.Do(func() { h.decider = mutate.NewDecider(h.Options) })
-	d := h.decider.Decide(&req.AdmissionRequest)
+	h.setup()
+	job, _ := ctx.Value(decodedJobKey{}).(*mutate.Job) // nil unless ServeHTTP decoded it: DecideJob decodes req.Object
+	d := h.decider.DecideJob(&req.AdmissionRequest, job)
 	if h.Observe != nil {
 		h.Observe(d)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
@@ -113,8 +112,8 @@ func applyPatch(t testing.TB, object []byte, resp *admissionv1.AdmissionResponse
 }
 
 // newHandler is the webhook with the default options, its decisions uncounted.
-func newHandler() *ctrladmission.Webhook {
-	return (&Handler{Options: mutate.DefaultOptions()}).Webhook()
+func newHandler() *Handler {
+	return &Handler{Options: mutate.DefaultOptions()}
 }
 
 // TestAdmitFlyteHorovodJob runs Flyte's own MPIJobs through the handler and

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
@@ -26,11 +27,30 @@ var updateGolden = flag.Bool("update", os.Getenv("UPDATE_GOLDEN") != "", "rewrit
 // hostileInputsDoc is the documented outcome of every input in TestHostileInputs.
 var hostileInputsDoc = filepath.Join("..", "..", "docs", "hostile-inputs.md")
 
-// TestHostileInputs sends broken and hostile requests through the HTTP
-// handler. What it answers to each is documented in docs/hostile-inputs.md,
-// which this test renders: `make golden` (UPDATE_GOLDEN=1) rewrites it, and
-// the test fails when the handler's answers and the document differ.
-func TestHostileInputs(t *testing.T) {
+// hostileInput is a request of TestHostileInputs: POST and application/json unless it says otherwise.
+type hostileInput struct {
+	input       string
+	method      string
+	contentType string
+	body        []byte
+}
+
+// request is in as the API server would send it.
+func (in hostileInput) request() *http.Request {
+	method, contentType := in.method, in.contentType
+	if method == "" {
+		method = http.MethodPost
+	}
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	req := httptest.NewRequest(method, Path, bytes.NewReader(in.body))
+	req.Header.Set("Content-Type", contentType)
+	return req
+}
+
+// hostileInputs are the broken and hostile requests of TestHostileInputs.
+func hostileInputs(t testing.TB) []hostileInput {
 	worker := func(edit func(worker map[string]any)) func(map[string]any) {
 		return func(job map[string]any) {
 			edit(job["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any)["Worker"].(map[string]any))
@@ -59,12 +79,7 @@ func TestHostileInputs(t *testing.T) {
 	}
 	sidecarNamedMPI := map[string]any{"name": "mpi", "image": "envoy", "args": []any{"proxy"}}
 
-	cases := []struct {
-		input       string
-		method      string
-		contentType string
-		body        []byte
-	}{
+	return []hostileInput{
 		// The HTTP request itself.
 		{input: "Content-Type text/plain", contentType: "text/plain", body: valid},
 		{input: "Content-Type application/json; charset=utf-8", contentType: "application/json; charset=utf-8", body: valid},
@@ -142,6 +157,14 @@ func TestHostileInputs(t *testing.T) {
 				delete(j["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any), "Launcher")
 			}))},
 	}
+}
+
+// TestHostileInputs sends broken and hostile requests through the HTTP
+// handler. What it answers to each is documented in docs/hostile-inputs.md,
+// which this test renders: `make golden` (UPDATE_GOLDEN=1) rewrites it, and
+// the test fails when the handler's answers and the document differ.
+func TestHostileInputs(t *testing.T) {
+	cases := hostileInputs(t)
 	if len(cases) < 30 {
 		t.Fatalf("only %d hostile inputs; the page promises 30 at least", len(cases))
 	}
@@ -154,17 +177,8 @@ func TestHostileInputs(t *testing.T) {
 		"backend for a Horovod task that declares no worker command: its worker runs the launcher's args.\n\n" +
 		"| # | input | HTTP | answer | message or warning |\n|---|---|---|---|---|\n")
 	for i, tc := range cases {
-		method, contentType := tc.method, tc.contentType
-		if method == "" {
-			method = http.MethodPost
-		}
-		if contentType == "" {
-			contentType = "application/json"
-		}
-		req := httptest.NewRequest(method, Path, strings.NewReader(string(tc.body)))
-		req.Header.Set("Content-Type", contentType)
 		rec := httptest.NewRecorder()
-		newHandler().ServeHTTP(rec, req)
+		newHandler().ServeHTTP(rec, tc.request())
 		if rec.Code >= 500 {
 			t.Errorf("%s: status %d", tc.input, rec.Code)
 		}

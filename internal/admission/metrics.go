@@ -3,7 +3,6 @@ package admission
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 )
@@ -22,10 +21,9 @@ func init() {
 }
 
 // NewWebhook returns the http.Handler the server runs: a Handler that decides
-// with opts and counts its decisions in flyte_mpi_webhook_decisions_total,
-// behind controller-runtime's admission.Webhook.
-func NewWebhook(opts mutate.Options) *admission.Webhook {
-	return (&Handler{Options: opts, Observe: countDecision}).Webhook()
+// with opts and counts its decisions in flyte_mpi_webhook_decisions_total.
+func NewWebhook(opts mutate.Options) *Handler {
+	return &Handler{Options: opts, Observe: countDecision}
 }
 
 // countDecision counts one decision.

@@ -6,8 +6,10 @@
 // DecodeJob, which skips everything else unallocated) and the Options, and
 // returns a Decision that carries the JSON patch to apply. A Decider decides
 // on a whole admission request: which requests are MPIJob creations, the
-// decode, then Decide. The admission handler, the preview command and the
-// tests all go through it, so what a user previews is what the server does.
+// decode, then Decide; DecodeReview decodes a whole AdmissionReview with its
+// object in one pass, for the server. The admission handler, the preview
+// command and the tests all go through it, so what a user previews is what
+// the server does.
 //
 // Flyte copies one pod spec into the Launcher and the Worker, and writes a
 // worker command that the task declares into the worker container's args,

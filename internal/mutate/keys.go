@@ -71,7 +71,12 @@ func (d jobDecoder) decode(raw []byte) (*Job, error) {
 		}
 		return nil, err
 	}
-	wire, metadata := decoded.Elem().Field(0).Addr().Interface().(*jobWire), decoded.Elem().Field(1)
+	return d.job(decoded.Elem()), nil
+}
+
+// job returns the Job that decoded, a value of d.typ, holds.
+func (d jobDecoder) job(decoded reflect.Value) *Job {
+	wire, metadata := decoded.Field(0).Addr().Interface().(*jobWire), decoded.Field(1)
 	job := &Job{APIVersion: wire.APIVersion, Kind: wire.Kind, Spec: JobSpec{MPIReplicaSpecs: ReplicaSpecs{
 		Launcher: wire.Spec.MPIReplicaSpecs.Launcher.replicaSpec(), Worker: wire.Spec.MPIReplicaSpecs.Worker.replicaSpec()}}}
 	m := metadata.Field(0).Addr().Interface().(*metadataWire)
@@ -82,7 +87,7 @@ func (d jobDecoder) decode(raw []byte) (*Job, error) {
 			job.Metadata.Labels[key] = *value
 		}
 	}
-	return job, nil
+	return job
 }
 
 // jobWire, metadataWire, replicaWire and annotationsWire are the JSON of

@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -26,19 +27,27 @@ const OutcomeMalformed Outcome = "malformed"
 // Decider decides on admission requests with its Options. NewDecider makes
 // once what decoding with them takes.
 type Decider struct {
-	opts Options
-	jobs jobDecoder
+	opts   Options
+	jobs   jobDecoder
+	review reflect.Type // of reviewWire's shape, with jobs' type as the object (see newReviewType)
 }
 
 // NewDecider returns the Decider of opts.
 func NewDecider(opts Options) *Decider {
-	return &Decider{opts: opts, jobs: newJobDecoder(opts.FlyteTaskSelector)}
+	jobs := newJobDecoder(opts.FlyteTaskSelector)
+	return &Decider{opts: opts, jobs: jobs, review: newReviewType(jobs.typ)}
 }
 
 // Decide decides on an admission request: the creation of an MPIJob is
 // decoded and given to Decide; every other request, and any request for a
 // subresource, is allowed unchanged.
 func (d *Decider) Decide(req *admissionv1.AdmissionRequest) Decision {
+	return d.DecideJob(req, nil)
+}
+
+// DecideJob decides on req as Decide does, with job as its object when job
+// is not nil (DecodeReview decoded it), else decoding req.Object.
+func (d *Decider) DecideJob(req *admissionv1.AdmissionRequest, job *Job) Decision {
 	skip := Decision{Outcome: OutcomeSkippedNotFlyte, Container: -1}
 	switch {
 	case req.Kind.Group != MPIJobGroup || req.Kind.Kind != MPIJobKind || !slices.Contains(MPIJobVersions, req.Kind.Version):
@@ -48,15 +57,17 @@ func (d *Decider) Decide(req *admissionv1.AdmissionRequest) Decision {
 	case req.SubResource != "" || req.Resource.Resource != MPIJobResource:
 		return skip // a status update or another resource of the same kind
 	}
-	if len(req.Object.Raw) == 0 {
-		return malformed(fmt.Errorf("the AdmissionReview's request has no object to create"))
-	}
-	job, err := d.jobs.decode(req.Object.Raw)
-	if err != nil {
-		// A field Decide reads has the wrong JSON type: the API server's
-		// validation refuses the object itself, with a message that says where.
-		return Decision{Outcome: OutcomeUnchanged, Container: -1, Warnings: []string{
-			"the MPIJob could not be read, so no worker command was injected: " + err.Error()}}
+	if job == nil {
+		if len(req.Object.Raw) == 0 {
+			return malformed(fmt.Errorf("the AdmissionReview's request has no object to create"))
+		}
+		var err error
+		if job, err = d.jobs.decode(req.Object.Raw); err != nil {
+			// A field Decide reads has the wrong JSON type: the API server's
+			// validation refuses the object itself, with a message that says where.
+			return Decision{Outcome: OutcomeUnchanged, Container: -1, Warnings: []string{
+				"the MPIJob could not be read, so no worker command was injected: " + err.Error()}}
+		}
 	}
 	if want := req.Kind.Group + "/" + req.Kind.Version; job.APIVersion != want || job.Kind != req.Kind.Kind {
 		return malformed(fmt.Errorf("the object is apiVersion %s kind %s, but the request is for %s %s",

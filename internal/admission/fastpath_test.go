@@ -1,0 +1,86 @@
+package admission
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
+)
+
+// TestOnePassAnswersAsWebhook checks that Handler answers every hostile
+// input, every job Flyte's backend built, and what breaks the reading of a
+// body or the decision, byte for byte as controller-runtime's
+// admission.Webhook around it answers them; and that it reads the jobs
+// in one pass, not through the Webhook's codec.
+func TestOnePassAnswersAsWebhook(t *testing.T) {
+	inputs := hostileInputs(t)
+	var onePass []string // the inputs that must not go to the codec
+	for _, version := range mutate.MPIJobVersions {
+		names, err := fixtures.FlyteJobNames(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			input := "testdata/flyte/" + version + "/" + name
+			inputs = append(inputs, hostileInput{input: input, body: reviewOf(t, version, "CREATE", flyteObject(t, version, name))},
+				hostileInput{input: input + ", dry run", body: reviewOf(t, version, "CREATE", flyteObject(t, version, name), fixtures.DryRun())})
+			onePass = append(onePass, input, input+", dry run")
+		}
+	}
+	valid := reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, flytekitCustom)))
+	onePass = append(onePass, "a Flyte Horovod MPIJob (the reference)")
+	inputs = append(inputs, hostileInput{input: "a body of the Webhook's limit",
+		body: append(append([]byte{}, valid...), bytes.Repeat([]byte(" "), maxRequestBytes-len(valid))...)})
+
+	decider := mutate.NewDecider(mutate.DefaultOptions())
+	for _, in := range inputs {
+		t.Run(in.input, func(t *testing.T) {
+			if _, _, err := decider.DecodeReview(in.body); err != nil && slices.Contains(onePass, in.input) {
+				t.Errorf("DecodeReview: %v; want it to read the review", err)
+			}
+			compareAnswers(t, newHandler(), in.request)
+		})
+	}
+
+	t.Run("a body that fails midway", func(t *testing.T) {
+		compareAnswers(t, newHandler(), func() *http.Request {
+			req := hostileInput{body: valid}.request()
+			req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(valid[:100]), &failingReader{errors.New("connection reset")}))
+			return req
+		})
+	})
+	t.Run("a decision that panics", func(t *testing.T) {
+		panicking := &Handler{Options: mutate.DefaultOptions(), Observe: func(mutate.Decision) { panic("observed") }}
+		rec := compareAnswers(t, panicking, hostileInput{body: valid}.request)
+		if !bytes.Contains(rec.Body.Bytes(), []byte(`"code":500`)) {
+			t.Errorf("not a 500 review: %s", rec.Body)
+		}
+	})
+}
+
+// compareAnswers serves the request that newRequest makes with h and with
+// h.Webhook(), and fails unless the answers are equal; it returns h's.
+func compareAnswers(t *testing.T, h *Handler, newRequest func() *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	got, want := httptest.NewRecorder(), httptest.NewRecorder()
+	h.ServeHTTP(got, newRequest())
+	h.Webhook().ServeHTTP(want, newRequest())
+	if got.Code != want.Code {
+		t.Errorf("status %d, the Webhook's %d", got.Code, want.Code)
+	}
+	if diff := cmp.Diff(want.Header(), got.Header()); diff != "" {
+		t.Errorf("headers (-Webhook +Handler):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.Body.String(), got.Body.String()); diff != "" {
+		t.Errorf("body (-Webhook +Handler):\n%s", diff)
+	}
+	return got
+}
