@@ -11,13 +11,14 @@ import (
 // Fairness on the webhook port. The API servers are the webhook's few
 // legitimate clients, each from an address of its own; another client (a
 // pod that reaches the port) has another address. So what the webhook port
-// holds, connections (fairListener), handshakes in progress
-// (handshakeListener) and requests admitted (limiter), is held per client
-// address, by one rule: when a bound is reached, a newcomer takes the place
-// of the oldest of what the address holding the most holds, if that address
-// would still hold more than the newcomer's; otherwise the newcomer waits.
-// One address, or a few, flooding the port still leaves room for
-// another. An attacker spread over many addresses is not told apart.
+// holds is held per client address, and shared only under contention: an
+// address alone may hold everything. Connections (fairListener): a
+// newcomer beyond the bound takes the place of the oldest of the address
+// holding the most, if that address would still hold more than the
+// newcomer's (shares.fairVictim). Handshakes in progress and reviews being
+// decided (fairGate): a place that frees goes to the address running the
+// fewest. One address, or a few, flooding the port still leaves room and
+// CPU for another. An attacker spread over many addresses is not told apart.
 
 // shares is what each client address holds, oldest first.
 type shares[T comparable] struct {

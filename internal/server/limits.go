@@ -78,8 +78,8 @@ const (
 	// whether still arriving or being answered: a body's room is taken
 	// before its first byte is read, and kept until it is answered. Reading,
 	// decoding and answering a review allocates several times its size
-	// (admission.Webhook reads the body again, keeps a copy of the object,
-	// and encodes the answer whole), and the garbage waits for the
+	// (the answer is encoded whole, and a body the handler's one-pass
+	// decode does not take is decoded again), and the garbage waits for the
 	// collector: docs/RELIABILITY.md has what this keeps resident, within
 	// the Deployment's 128 MiB, under make soak's attacks. It still holds a
 	// review of MaxRequestBytes beside the reserve.
