@@ -100,7 +100,7 @@ func clientAddress(remote string) string {
 // that address would still hold more; otherwise it waits, unread, in a
 // waiting room of maxWaiting, oldest first, for the next place that frees:
 // a lone API server under a burst (nobody else to take a place from) is
-// served late, not refused. When the room is full its oldest is closed: it
+// served late, not refused. When the room is full its oldest is reset: it
 // has waited longest, and its client has likely given up or retried.
 type fairListener struct {
 	net.Listener
