@@ -21,17 +21,18 @@ const (
 	// addresses (fair.go): the webhook port accepts every connection at
 	// once, so that none of the API server's waits in the kernel's backlog
 	// behind a flood, and beyond the bound a newcomer takes the place of
-	// the flooding address's oldest, or waits (MaxWaitingConns). The API servers keep a few keep-alive
-	// connections each, and at most MaxInFlight requests are answered at
-	// once; the rest is room for slow clients' connections (which hold no
-	// body memory while they wait, see MaxBufferedBytes).
+	// the flooding address's oldest, or waits (MaxWaitingConns). The API
+	// servers keep a few keep-alive connections each, and at most
+	// MaxInFlight requests are decided or waiting; the rest is room for
+	// slow clients' connections (which hold no body memory while they
+	// wait, see MaxBufferedBytes).
 	MaxConns = 512
 
 	// MaxWaitingConns bounds the webhook port's connections waiting, unread,
 	// for a place among MaxConns, when their address already holds the most
 	// (fair.go): a lone API server's burst beyond MaxConns is served as
 	// places free, as the kernel's backlog used to serve it, instead of
-	// refused. When the room is full its oldest is closed. With MaxConns and
+	// refused. When the room is full its oldest is reset. With MaxConns and
 	// the probe and metrics ports' MaxProbeConns each (512 + 2 × 192 + 64 =
 	// 960) it leaves 64 of a file-descriptor limit of 1,024 for the
 	// process's own (listeners, epoll, standard streams, the certificate
