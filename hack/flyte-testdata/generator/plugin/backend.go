@@ -23,13 +23,11 @@ import (
 
 	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery"
-	pluginscatalog "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/catalog"
 	pluginscore "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core"
 	pluginsmocks "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core/mocks"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/encoding"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/flytek8s"
 	k8sconfig "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/flytek8s/config"
-	pluginsio "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/io"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/ioutils"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/k8s"
 	pluginsutils "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/utils"
@@ -42,6 +40,7 @@ import (
 
 	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator"
 	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/task"
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/taskcontext"
 )
 
 // Setup does what flytepropeller does at start-up before it builds a task's
@@ -98,7 +97,7 @@ func Build(ctx context.Context, c generator.Case) (generator.Built, error) {
 	if err != nil {
 		return generator.Built{}, fmt.Errorf("the mpi plugin's BuildResource for task %q: %w", tmpl.GetId().GetName(), err)
 	}
-	addObjectMetadata(tCtx.md, o, k8sconfig.GetK8sPluginConfig(), tmpl, entry.Plugin.GetProperties())
+	addObjectMetadata(tCtx.TaskExecutionMetadata(), o, k8sconfig.GetK8sPluginConfig(), tmpl, entry.Plugin.GetProperties())
 	b, err := json.Marshal(o)
 	if err != nil {
 		return generator.Built{}, fmt.Errorf("encoding MPIJob %s: %w", o.GetName(), err)
@@ -111,7 +110,7 @@ func Build(ctx context.Context, c generator.Case) (generator.Built, error) {
 // @task(labels=..., annotations=...) where this release's flyteidl has them
 // (flyteorg/flyte#6421 added the field and its use together), and the
 // execution's, in that order of precedence from lowest.
-func addObjectMetadata(md *taskExecutionMetadata, o client.Object, cfg *k8sconfig.K8sPluginConfig,
+func addObjectMetadata(md pluginscore.TaskExecutionMetadata, o client.Object, cfg *k8sconfig.K8sPluginConfig,
 	tmpl *core.TaskTemplate, props k8s.PluginProperties) {
 	taskLabels, taskAnnotations := task.K8sMetadata(tmpl)
 	o.SetNamespace(md.GetNamespace())
@@ -143,7 +142,7 @@ func mpiPluginEntry() (k8s.PluginEntry, error) {
 // node n0: the same data directories, input, output and raw-output paths
 // and generated name as hack/flyte-testdata's propeller backend, which
 // takes them from flytepropeller itself.
-func newTaskExecutionContext(ctx context.Context, tmpl *core.TaskTemplate, exec generator.Execution) (*taskExecutionContext, error) {
+func newTaskExecutionContext(ctx context.Context, tmpl *core.TaskTemplate, exec generator.Execution) (pluginscore.TaskExecutionContext, error) {
 	store, err := storage.NewDataStore(&storage.Config{Type: storage.TypeMemory}, promutils.NewTestScope())
 	if err != nil {
 		return nil, fmt.Errorf("creating an in-memory data store: %w", err)
@@ -210,15 +209,7 @@ func newTaskExecutionContext(ctx context.Context, tmpl *core.TaskTemplate, exec 
 	if md.annotations == nil {
 		md.annotations = map[string]string{}
 	}
-	return &taskExecutionContext{
-		md:     md,
-		tmpl:   tmpl,
-		path:   dataDir + "/task.pb",
-		store:  store,
-		inputs: ioutils.NewRemoteFileInputReader(ctx, store, ioutils.NewInputFilePaths(ctx, store, dataDir)),
-		outputs: ioutils.NewBufferedOutputWriter(ctx,
-			ioutils.NewCheckpointRemoteFilePaths(ctx, store, outputDir, rawOutput, "")),
-	}, nil
+	return taskcontext.New(ctx, md, tmpl, store, dataDir, outputDir, rawOutput), nil
 }
 
 // noOverrides is a node without overrides, as flytepropeller's compiler
@@ -319,57 +310,3 @@ func (m *taskExecutionMetadata) GetPlatformResources() *corev1.ResourceRequireme
 func (m *taskExecutionMetadata) GetInterruptibleFailureThreshold() int32    { return 0 }
 func (m *taskExecutionMetadata) GetEnvironmentVariables() map[string]string { return nil }
 func (m *taskExecutionMetadata) GetConsoleURL() string                      { return "" }
-
-// taskExecutionContext is the part of flytepropeller's
-// task.taskExecutionContext that building a k8s resource uses.
-type taskExecutionContext struct {
-	md      *taskExecutionMetadata
-	tmpl    *core.TaskTemplate
-	path    storage.DataReference
-	store   *storage.DataStore
-	inputs  pluginsio.InputReader
-	outputs pluginsio.OutputWriter
-	state   pluginState
-}
-
-func (t *taskExecutionContext) ResourceManager() pluginscore.ResourceManager { return nil }
-func (t *taskExecutionContext) SecretManager() pluginscore.SecretManager     { return nil }
-func (t *taskExecutionContext) TaskRefreshIndicator() pluginscore.SignalAsync {
-	return func(context.Context) {}
-}
-func (t *taskExecutionContext) DataStore() *storage.DataStore                    { return t.store }
-func (t *taskExecutionContext) PluginStateReader() pluginscore.PluginStateReader { return &t.state }
-func (t *taskExecutionContext) TaskReader() pluginscore.TaskReader {
-	return taskReader{tmpl: t.tmpl, path: t.path}
-}
-func (t *taskExecutionContext) InputReader() pluginsio.InputReader { return t.inputs }
-func (t *taskExecutionContext) TaskExecutionMetadata() pluginscore.TaskExecutionMetadata {
-	return t.md
-}
-func (t *taskExecutionContext) OutputWriter() pluginsio.OutputWriter             { return t.outputs }
-func (t *taskExecutionContext) PluginStateWriter() pluginscore.PluginStateWriter { return &t.state }
-func (t *taskExecutionContext) Catalog() pluginscatalog.AsyncClient              { return nil }
-func (t *taskExecutionContext) EventsRecorder() pluginscore.EventsRecorder       { return nil }
-
-// MaxDatasetSizeBytes is asked for by the older releases' interface only;
-// the mpi plugin does not read it.
-func (t *taskExecutionContext) MaxDatasetSizeBytes() int64 { return 0 }
-
-// taskReader serves the task template.
-type taskReader struct {
-	tmpl *core.TaskTemplate
-	path storage.DataReference
-}
-
-func (r taskReader) Read(context.Context) (*core.TaskTemplate, error) { return r.tmpl, nil }
-func (r taskReader) Path(context.Context) (storage.DataReference, error) {
-	return r.path, nil
-}
-
-// pluginState is a first attempt's empty plugin state.
-type pluginState struct{ version uint8 }
-
-func (s *pluginState) GetStateVersion() uint8                 { return s.version }
-func (s *pluginState) Get(interface{}) (uint8, error)         { return s.version, nil }
-func (s *pluginState) Put(version uint8, _ interface{}) error { s.version = version; return nil }
-func (s *pluginState) Reset() error                           { s.version = 0; return nil }

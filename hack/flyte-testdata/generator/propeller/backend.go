@@ -26,10 +26,8 @@ import (
 	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/admin"
 	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery"
-	pluginscatalog "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/catalog"
 	pluginscore "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/encoding"
-	pluginsio "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/io"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/ioutils"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/k8s"
 	_ "github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi" // registers the "mpi" k8s plugin
@@ -48,6 +46,7 @@ import (
 
 	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator"
 	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/task"
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/taskcontext"
 )
 
 // adminRawOutputDataConfig is flyteadmin's raw output location for the
@@ -336,15 +335,7 @@ func newTaskExecutionContext(ctx context.Context, wf *v1alpha1.FlyteWorkflow) (p
 			uniqueNodeID: generator.NodeID,
 		},
 	}
-	return &taskExecutionContext{
-		md:     md,
-		tmpl:   tmpl,
-		path:   nodeStatus.GetDataDir() + "/task.pb",
-		store:  store,
-		inputs: ioutils.NewRemoteFileInputReader(ctx, store, ioutils.NewInputFilePaths(ctx, store, nodeStatus.GetDataDir())),
-		outputs: ioutils.NewBufferedOutputWriter(ctx,
-			ioutils.NewCheckpointRemoteFilePaths(ctx, store, nodeStatus.GetOutputDir(), rawOutput, "")),
-	}, nil
+	return taskcontext.New(ctx, md, tmpl, store, nodeStatus.GetDataDir(), nodeStatus.GetOutputDir(), rawOutput), nil
 }
 
 // taskExecutionID is flytepropeller's task.taskExecutionID.
@@ -421,62 +412,6 @@ func (m *taskExecutionMetadata) GetConsoleURL() string {
 	}
 	return ""
 }
-
-// taskExecutionContext is the part of flytepropeller's
-// task.taskExecutionContext that launching a k8s resource uses.
-type taskExecutionContext struct {
-	md      *taskExecutionMetadata
-	tmpl    *core.TaskTemplate
-	path    storage.DataReference
-	store   *storage.DataStore
-	inputs  pluginsio.InputReader
-	outputs pluginsio.OutputWriter
-	state   pluginState
-}
-
-func (t *taskExecutionContext) ResourceManager() pluginscore.ResourceManager { return nil }
-func (t *taskExecutionContext) SecretManager() pluginscore.SecretManager     { return nil }
-func (t *taskExecutionContext) TaskRefreshIndicator() pluginscore.SignalAsync {
-	return func(context.Context) {}
-}
-func (t *taskExecutionContext) DataStore() *storage.DataStore                    { return t.store }
-func (t *taskExecutionContext) PluginStateReader() pluginscore.PluginStateReader { return &t.state }
-func (t *taskExecutionContext) TaskReader() pluginscore.TaskReader {
-	return taskReader{tmpl: t.tmpl, path: t.path}
-}
-func (t *taskExecutionContext) InputReader() pluginsio.InputReader { return t.inputs }
-func (t *taskExecutionContext) TaskExecutionMetadata() pluginscore.TaskExecutionMetadata {
-	return t.md
-}
-func (t *taskExecutionContext) OutputWriter() pluginsio.OutputWriter             { return t.outputs }
-func (t *taskExecutionContext) PluginStateWriter() pluginscore.PluginStateWriter { return &t.state }
-func (t *taskExecutionContext) Catalog() pluginscatalog.AsyncClient              { return nil }
-func (t *taskExecutionContext) EventsRecorder() pluginscore.EventsRecorder       { return nil }
-
-// MaxDatasetSizeBytes is asked for by v1.9's interface only; neither the mpi
-// plugin nor the plugin manager reads it.
-func (t *taskExecutionContext) MaxDatasetSizeBytes() int64 { return 0 }
-
-// taskReader serves the task template from the FlyteWorkflow.
-type taskReader struct {
-	tmpl *core.TaskTemplate
-	path storage.DataReference
-}
-
-func (r taskReader) Read(context.Context) (*core.TaskTemplate, error) { return r.tmpl, nil }
-func (r taskReader) Path(context.Context) (storage.DataReference, error) {
-	return r.path, nil
-}
-
-// pluginState is a first attempt's empty plugin state: Get leaves the
-// plugin manager's state at its zero value, PluginPhaseNotStarted, so Handle
-// launches the resource.
-type pluginState struct{ version uint8 }
-
-func (s *pluginState) GetStateVersion() uint8                 { return s.version }
-func (s *pluginState) Get(interface{}) (uint8, error)         { return s.version, nil }
-func (s *pluginState) Put(version uint8, _ interface{}) error { s.version = version; return nil }
-func (s *pluginState) Reset() error                           { s.version = 0; return nil }
 
 // setupContext is what flytepropeller hands a plugin manager at start-up,
 // with a fake client in place of the cluster.
