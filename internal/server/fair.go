@@ -302,7 +302,8 @@ type fairGate struct {
 type gateTicket struct {
 	address string
 	started time.Time
-	// let carries nil once the ticket runs, or why it was turned away.
+	// let carries nil once the ticket runs, or why it was turned away;
+	// only a ticket that waits has one.
 	let chan error
 	// cut ends the holder's work for a newcomer; nil when it cannot be.
 	cut func()
@@ -312,7 +313,7 @@ type gateTicket struct {
 // leave it with, or why it got none: the waiting room was full, or deadline
 // passed. cut, when not nil, ends the holder's work if the gate cuts it.
 func (g *fairGate) enter(address string, cut func(), deadline time.Time) (*gateTicket, error) {
-	t := &gateTicket{address: address, let: make(chan error, 1), cut: cut}
+	t := &gateTicket{address: address, cut: cut}
 	g.mu.Lock()
 	if g.running.total < g.max && g.waiting.total == 0 {
 		g.run(t)
@@ -328,6 +329,7 @@ func (g *fairGate) enter(address string, cut func(), deadline time.Time) (*gateT
 		g.unqueue(victimAddress, victim)
 		victim.let <- errGateFull
 	}
+	t.let = make(chan error, 1)
 	g.waiting.add(address, t)
 	if g.waiting.count(address) == 1 {
 		g.turns = append(g.turns, address)
@@ -396,7 +398,9 @@ func (g *fairGate) leave(t *gateTicket) {
 func (g *fairGate) run(t *gateTicket) {
 	t.started = time.Now()
 	g.running.add(t.address, t)
-	t.let <- nil
+	if t.let != nil {
+		t.let <- nil
+	}
 }
 
 // unqueue takes t out of the waiting room, and says whether it was there.
