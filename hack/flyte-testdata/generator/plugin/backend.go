@@ -193,9 +193,9 @@ func newTaskExecutionContext(ctx context.Context, tmpl *core.TaskTemplate, exec 
 		labels:      labels,
 		annotations: pluginsutils.CopyMap(exec.Annotations),
 		overrides:   overrides,
-		id: &taskExecutionID{
-			name: uniqueID,
-			id: &core.TaskExecutionIdentifier{
+		id: &taskcontext.TaskExecutionID{
+			Name: uniqueID,
+			ID: &core.TaskExecutionIdentifier{
 				TaskId: tmpl.GetId(),
 				NodeExecutionId: &core.NodeExecutionIdentifier{
 					NodeId: generator.NodeID,
@@ -204,6 +204,7 @@ func newTaskExecutionContext(ctx context.Context, tmpl *core.TaskTemplate, exec 
 					},
 				},
 			},
+			UniqueNodeID: generator.NodeID,
 		},
 	}
 	if md.annotations == nil {
@@ -240,35 +241,6 @@ func noOverrides() (pluginscore.TaskOverrides, error) {
 	return o, nil
 }
 
-// taskExecutionID is flytepropeller's task.taskExecutionID.
-type taskExecutionID struct {
-	name string
-	id   *core.TaskExecutionIdentifier
-}
-
-func (t *taskExecutionID) GetGeneratedName() string { return t.name }
-
-func (t *taskExecutionID) GetGeneratedNameWith(minLength, maxLength int) (string, error) {
-	if len(t.name) < minLength {
-		return t.name + fmt.Sprintf("%0*d", minLength-len(t.name), 0), nil
-	}
-	if len(t.name) > maxLength {
-		return encoding.FixedLengthUniqueID(t.name, maxLength)
-	}
-	return t.name, nil
-}
-
-// GetID returns a copy of the identifier: the interface returns a value.
-func (t *taskExecutionID) GetID() core.TaskExecutionIdentifier {
-	return core.TaskExecutionIdentifier{
-		TaskId:          t.id.GetTaskId(),
-		NodeExecutionId: t.id.GetNodeExecutionId(),
-		RetryAttempt:    t.id.GetRetryAttempt(),
-	}
-}
-
-func (t *taskExecutionID) GetUniqueNodeID() string { return generator.NodeID }
-
 // taskExecutionMetadata is what flytepropeller's task.taskExecutionMetadata
 // answers for this execution: no service account, security context,
 // platform resources or environment of its own.
@@ -277,7 +249,7 @@ type taskExecutionMetadata struct {
 	labels      map[string]string
 	annotations map[string]string
 	overrides   pluginscore.TaskOverrides
-	id          *taskExecutionID
+	id          *taskcontext.TaskExecutionID
 }
 
 func (m *taskExecutionMetadata) GetOwnerID() types.NamespacedName {

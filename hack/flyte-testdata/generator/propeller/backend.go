@@ -322,9 +322,9 @@ func newTaskExecutionContext(ctx context.Context, wf *v1alpha1.FlyteWorkflow) (p
 		node:          node,
 		labels:        labels,
 		interruptible: interruptible,
-		id: &taskExecutionID{
-			name: uniqueID,
-			id: &core.TaskExecutionIdentifier{
+		id: &taskcontext.TaskExecutionID{
+			Name: uniqueID,
+			ID: &core.TaskExecutionIdentifier{
 				TaskId:       tmpl.GetId(),
 				RetryAttempt: attempt,
 				NodeExecutionId: &core.NodeExecutionIdentifier{
@@ -332,41 +332,11 @@ func newTaskExecutionContext(ctx context.Context, wf *v1alpha1.FlyteWorkflow) (p
 					ExecutionId: wf.GetExecutionID().WorkflowExecutionIdentifier,
 				},
 			},
-			uniqueNodeID: generator.NodeID,
+			UniqueNodeID: generator.NodeID,
 		},
 	}
 	return taskcontext.New(ctx, md, tmpl, store, nodeStatus.GetDataDir(), nodeStatus.GetOutputDir(), rawOutput), nil
 }
-
-// taskExecutionID is flytepropeller's task.taskExecutionID.
-type taskExecutionID struct {
-	name         string
-	id           *core.TaskExecutionIdentifier
-	uniqueNodeID string
-}
-
-func (t *taskExecutionID) GetGeneratedName() string { return t.name }
-
-func (t *taskExecutionID) GetGeneratedNameWith(minLength, maxLength int) (string, error) {
-	if len(t.name) < minLength {
-		return t.name + fmt.Sprintf("%0*d", minLength-len(t.name), 0), nil
-	}
-	if len(t.name) > maxLength {
-		return encoding.FixedLengthUniqueID(t.name, maxLength)
-	}
-	return t.name, nil
-}
-
-// GetID returns a copy of the identifier: the interface returns a value.
-func (t *taskExecutionID) GetID() core.TaskExecutionIdentifier {
-	return core.TaskExecutionIdentifier{
-		TaskId:          t.id.GetTaskId(),
-		NodeExecutionId: t.id.GetNodeExecutionId(),
-		RetryAttempt:    t.id.GetRetryAttempt(),
-	}
-}
-
-func (t *taskExecutionID) GetUniqueNodeID() string { return t.uniqueNodeID }
 
 // taskExecutionMetadata is flytepropeller's task.taskExecutionMetadata on top
 // of nodes.nodeExecMetadata: the FlyteWorkflow answers for the execution,
@@ -376,7 +346,7 @@ type taskExecutionMetadata struct {
 	node          v1alpha1.ExecutableNode
 	labels        map[string]string
 	interruptible bool
-	id            *taskExecutionID
+	id            *taskcontext.TaskExecutionID
 }
 
 func (m *taskExecutionMetadata) GetOwnerID() types.NamespacedName {

@@ -7,10 +7,12 @@ package taskcontext
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	pluginscatalog "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/catalog"
 	pluginscore "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/core"
+	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/encoding"
 	pluginsio "github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/io"
 	"github.com/flyteorg/flyte/flyteplugins/go/tasks/pluginmachinery/ioutils"
 	"github.com/flyteorg/flyte/flytestdlib/storage"
@@ -85,3 +87,34 @@ func (s *pluginState) GetStateVersion() uint8                 { return s.version
 func (s *pluginState) Get(interface{}) (uint8, error)         { return s.version, nil }
 func (s *pluginState) Put(version uint8, _ interface{}) error { s.version = version; return nil }
 func (s *pluginState) Reset() error                           { s.version = 0; return nil }
+
+// TaskExecutionID is flytepropeller's task.taskExecutionID: Name is the
+// generated name, ID the attempt's identifier, UniqueNodeID its node's.
+type TaskExecutionID struct {
+	Name         string
+	ID           *core.TaskExecutionIdentifier
+	UniqueNodeID string
+}
+
+func (t *TaskExecutionID) GetGeneratedName() string { return t.Name }
+
+func (t *TaskExecutionID) GetGeneratedNameWith(minLength, maxLength int) (string, error) {
+	if len(t.Name) < minLength {
+		return t.Name + fmt.Sprintf("%0*d", minLength-len(t.Name), 0), nil
+	}
+	if len(t.Name) > maxLength {
+		return encoding.FixedLengthUniqueID(t.Name, maxLength)
+	}
+	return t.Name, nil
+}
+
+// GetID returns a copy of the identifier: the interface returns a value.
+func (t *TaskExecutionID) GetID() core.TaskExecutionIdentifier {
+	return core.TaskExecutionIdentifier{
+		TaskId:          t.ID.GetTaskId(),
+		NodeExecutionId: t.ID.GetNodeExecutionId(),
+		RetryAttempt:    t.ID.GetRetryAttempt(),
+	}
+}
+
+func (t *TaskExecutionID) GetUniqueNodeID() string { return t.UniqueNodeID }
