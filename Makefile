@@ -224,7 +224,7 @@ TEST_CLUSTER_ARGS ?=
 TEST_CLUSTER_PACKAGES = containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux
 
 .PHONY: test-cluster
-test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh), install the webhook from its image with the chart, run Flyte's Horovod job to Succeeded on it, and tear it all down (docs/CLUSTER.md).
+test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, with the webhook installed by the chart from its image, and with the policy, and tear it all down (docs/CLUSTER.md).
 	@start=$$SECONDS; t() { echo "test-cluster: $$(date -u +%T) [+$$((SECONDS - start))s] $$*"; }; \
 	hack/apt-install.sh $(TEST_CLUSTER_PACKAGES) && t "Debian packages there" && \
 	parts=$$(hack/cluster/build.sh) && export $$parts && t "node binaries built" && \

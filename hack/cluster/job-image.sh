@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Prints JOB_IMAGE_TAR=<path>: the image of make test-cluster's Horovod job,
-# as a tarball for `ctr images import`, named as Flyte's task names its image
-# (testdata/flyte), so that its Pods find it on the node. It has what a
-# Horovod image for Flyte has: sshd with its config at
-# /home/jobuser/.sshd_config, the job's user jobuser, SSH keys, /run/sshd, and
-# hack/cluster/job/horovodrun in place of horovodrun.
+# Prints JOB_IMAGE_TAR=<path>: the image of make test-cluster's MPI and
+# Horovod jobs, as a tarball for `ctr images import`, named as Flyte's task
+# names its image (testdata/flyte), so that its Pods find it on the node. It
+# has what an MPI image for Flyte has: Debian's Open MPI (mpirun, orted) and
+# mpi4py, `python`, and the task's code, hack/cluster/job/task.py, where
+# Flyte's command lines start it (/opt/venv/bin/entrypoint.py, pyflyte-execute);
+# hack/cluster/job/horovodrun in place of Horovod's; and the sshd a task may
+# declare as its worker command, with its config at /home/jobuser/.sshd_config
+# (user jobuser, a host key, /run/sshd).
 # Built with debootstrap (Debian bookworm, minbase) from the machine's own apt
 # source and packed by $CLUSTER_IMAGE_BIN (hack/cluster/build.sh); cached in
 # $CLUSTER_CACHE/job-rootfs-<hash>/ and job-<hash>/.
@@ -16,14 +19,14 @@ cache=${CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/cluster
 image=${JOB_IMAGE:-ghcr.io/flyteorg/flytecookbook:kfmpi-horovod}
 log() { echo "job-image: $(date -u +%T) $*" >&2; }
 
-# The image is two layers: the root filesystem (debootstrap, the user, keys and
-# sshd config), cached apart, since it takes minutes, and horovodrun, which
-# changes more often and takes no time.
+# The image is the root filesystem (debootstrap, the user, the host key and
+# sshd config), cached apart, since it takes minutes, and a layer for each of
+# task.py and horovodrun, which change more often and take no time.
 : "${CLUSTER_IMAGE_BIN:?set it to the image builder that hack/cluster/build.sh prints}"
 mkdir -p "$cache"
 rootfs_key=$( (cd "$here" && sed -n '/^# rootfs-begin/,/^# rootfs-end/p' job-image.sh && cat job/sshd_config) | sha256sum | cut -c1-16)
 rootfs_tar="$cache/job-rootfs-$rootfs_key/rootfs.tar"
-key=$( (cd "$here" && echo "$image $rootfs_key" && sha256sum job/horovodrun "$CLUSTER_IMAGE_BIN") | sha256sum | cut -c1-16)
+key=$( (cd "$here" && echo "$image $rootfs_key" && sha256sum job/task.py job/horovodrun "$CLUSTER_IMAGE_BIN") | sha256sum | cut -c1-16)
 dir="$cache/job-$key"
 if [[ -f "$dir/image.tar" ]]; then
 	echo "JOB_IMAGE_TAR=$dir/image.tar"
@@ -43,17 +46,18 @@ if [[ ! -f "$rootfs_tar" ]]; then
 		exit 1
 	fi
 	root="$tmp/rootfs"
-	log "debootstrap bookworm (minbase, openssh-server, curl) into $root"
-	debootstrap --variant=minbase --include=openssh-server,openssh-client,curl,ca-certificates \
+	packages=openmpi-bin,python3-mpi4py,python-is-python3,openssh-server
+	log "debootstrap bookworm (minbase, $packages) into $root"
+	debootstrap --variant=minbase --include="$packages" \
 		bookworm "$root" "$mirror" > "$tmp/debootstrap.log" 2>&1 || { tail -n 30 "$tmp/debootstrap.log" >&2; exit 1; }
 	log "debootstrap took $((SECONDS - start))s"
-	# A password of '*': no password, but not the locked account ('!') that
-	# sshd, without PAM, refuses even a key for.
+	# The sshd of Worker(command=["/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"]),
+	# as flytekitplugins-kfmpi's README declares it. Nothing logs in: the
+	# launcher reaches the workers by kubectl exec, and the ranks only check
+	# that it answers.
 	chroot "$root" useradd --create-home --uid 1000 --shell /bin/bash --password '*' jobuser
 	install -d -m 0700 -o 1000 -g 1000 "$root/home/jobuser/.ssh"
-	ssh-keygen -q -t ed25519 -N '' -C jobuser -f "$root/home/jobuser/.ssh/id_ed25519"
 	ssh-keygen -q -t ed25519 -N '' -C worker -f "$root/home/jobuser/.ssh/ssh_host_ed25519_key"
-	cp "$root/home/jobuser/.ssh/id_ed25519.pub" "$root/home/jobuser/.ssh/authorized_keys"
 	install -m 0644 "$here/job/sshd_config" "$root/home/jobuser/.sshd_config"
 	chown -R 1000:1000 "$root/home/jobuser"
 	install -d -m 0755 "$root/run/sshd"
@@ -63,8 +67,9 @@ if [[ ! -f "$rootfs_tar" ]]; then
 	mv "$tmp/rootfs.tar" "$rootfs_tar"
 fi
 # rootfs-end
-"$CLUSTER_IMAGE_BIN" -name "$image" -layer "$rootfs_tar" -file "$here/job/horovodrun:/usr/local/bin/horovodrun" \
-	-workdir /home/jobuser -out "$tmp/image.tar"
+"$CLUSTER_IMAGE_BIN" -name "$image" -layer "$rootfs_tar" \
+	-file "$here/job/task.py:/opt/venv/bin/entrypoint.py" -file "$here/job/task.py:/usr/local/bin/pyflyte-execute" \
+	-file "$here/job/horovodrun:/usr/local/bin/horovodrun" -workdir /home/jobuser -out "$tmp/image.tar"
 mkdir -p "$dir"
 mv "$tmp/image.tar" "$dir/image.tar"
 log "built $image in $((SECONDS - start))s ($(du -h "$dir/image.tar" | cut -f1))"

@@ -231,6 +231,9 @@ cgroups() {
 }
 
 network() {
+	# ip netns add makes /run/netns a mount point of its own when it is not
+	# one yet: down removes it then, and only then.
+	mountpoint -q /run/netns || touch "$state/run-netns-is-ours"
 	ip netns add "$netns"
 	ip -n "$netns" link set lo up
 	# The node's address, on the namespace's loopback: the kernel here has no dummy interfaces.
@@ -307,8 +310,9 @@ restart_kubelet() {
 images() {
 	"$CLUSTER_IMAGE_BIN" -name "$pause_image" -file "$PAUSE_BIN:/pause" -entrypoint /pause -user 65535 \
 		-out "$state/images/pause.tar"
+	# kubectl-delivery copies the static kubectl beside it to the launcher's /opt/kube.
 	"$CLUSTER_IMAGE_BIN" -name "$delivery_image" -file "$KUBECTL_DELIVERY_BIN:/kubectl-delivery" \
-		-entrypoint /kubectl-delivery -out "$state/images/kubectl-delivery.tar"
+		-file "$KUBECTL:/bin/kubectl" -entrypoint /kubectl-delivery -out "$state/images/kubectl-delivery.tar"
 	local tar
 	for tar in "$state/images/pause.tar" "$state/images/kubectl-delivery.tar" ${IMAGE_TARS:-}; do
 		in_netns ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$tar" >&2
@@ -407,16 +411,25 @@ down() {
 		[[ -d "$dir" ]] && find "$dir" -depth -type d -exec rmdir {} + 2> /dev/null || true
 	done
 	[[ -e "/run/netns/$netns" ]] && ip netns delete "$netns"
+	local run_netns_ours=false
+	[[ -f "$state/run-netns-is-ours" ]] && run_netns_ours=true
+	# The /run/netns that ip netns add mounted, unless another namespace has come since.
+	if $run_netns_ours && mountpoint -q /run/netns && [[ -z "$(ls -A /run/netns)" ]]; then
+		umount /run/netns && rmdir /run/netns
+	fi
 	rmdir /var/lib/cni/results /var/lib/cni 2> /dev/null || true # when nothing else left anything there
 	rm -rf "$state"
-	leftovers
+	leftovers "$run_netns_ours"
 	log "torn down"
 }
 
-# leftovers fails when anything of the cluster is left on the machine.
+# leftovers fails when anything of the cluster is left on the machine; with
+# true, the /run/netns mount that the cluster made is too, unless another
+# network namespace lives there now.
 leftovers() {
 	local left=()
 	[[ -e "/run/netns/$netns" ]] && left+=("network namespace $netns")
+	[[ "${1:-false}" == true ]] && mountpoint -q /run/netns && [[ -z "$(ls -A /run/netns)" ]] && left+=("the mount /run/netns")
 	grep -q " $state" /proc/mounts && left+=("mounts under $state")
 	compgen -G "/sys/fs/cgroup/*/$cgroup_root" > /dev/null && left+=("cgroups $cgroup_root")
 	[[ -d "$daemons_cgroup" ]] && left+=("cgroup $daemons_cgroup")

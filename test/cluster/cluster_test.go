@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -19,19 +20,26 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 const (
 	// jobImage is the image Flyte's task names (testdata/flyte), which
-	// hack/cluster/job-image.sh builds and make test-cluster imports into the node.
+	// hack/cluster/job-image.sh builds and make test-cluster imports into the
+	// node: Debian's Open MPI and mpi4py, the task's code
+	// (hack/cluster/job/task.py), a horovodrun stand-in, and sshd.
 	jobImage = "ghcr.io/flyteorg/flytecookbook:kfmpi-horovod"
 	// horovodCase is the case of hack/flyte-testdata whose task declares
 	// Worker(command=["/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"]).
-	horovodCase = "horovod-worker-command"
+	horovodCase = fixtures.HorovodWorkerCommand
 	// taskCPU is what the job's Pods ask for: Flyte's default, a CPU each,
 	// leaves a launcher and two workers unschedulable on a node of two.
 	taskCPU = "100m"
+	// workerService is the task's environment that makes its ranks check,
+	// each in its worker, that the sshd the task declares as its worker
+	// command answers there (hack/cluster/job/task.py).
+	workerService = "WORKER_SERVICE=127.0.0.1:22"
 	// webhookNamespace is where the chart is installed, as users do, under the
 	// restricted Pod Security Standard.
 	webhookNamespace = "flyte-mpi-webhook"
@@ -43,15 +51,58 @@ const (
 )
 
 // Timeouts of what the node does: start a Pod from an imported image, run a
-// job of three Pods to its end (the launcher's horovodrun gives the workers
-// 120 s to answer over SSH).
+// job of three Pods to its end (a launcher's horovodrun gives the workers 120 s
+// to be listed by the operator's host discovery script).
 const (
 	podTimeout = 2 * time.Minute
 	jobTimeout = 5 * time.Minute
-	// unhookedWatch is how long a job without the webhook is watched not to succeed.
-	unhookedWatch = 45 * time.Second
-	poll          = time.Second
+	poll       = time.Second
 )
+
+// task is a Flyte task the suite runs: a case of hack/flyte-testdata, with
+// what launch adds to it as flytekit would serialize it.
+type task struct {
+	// name says what the task is, for the spec's output.
+	name string
+	// flyteCase is the case of hack/flyte-testdata/generator/cases.go.
+	flyteCase string
+	// launch are launch's flags beyond the case.
+	launch []string
+	// source is the mpi.flyte.org/worker-command-source the webhook and the
+	// policy give its job; SourceNone for a task that declares no worker
+	// command, which they leave as Flyte made it.
+	source mutate.Source
+}
+
+// declares reports whether the task declares a worker command, sshd, which its ranks need.
+func (t task) declares() bool { return t.source != mutate.SourceNone }
+
+// The tasks. The first two declare no worker command: their ranks run in the
+// workers' `sleep 365d`, started there by kubectl exec. The others declare
+// sshd, each in its own way, and their ranks check that it answers.
+var (
+	mpiNothing     = task{name: "an MPI task that declares no worker command", flyteCase: fixtures.MPIPlain}
+	horovodNothing = task{name: "a Horovod task that declares no worker command",
+		flyteCase: fixtures.HorovodNoWorkerCommand}
+	mpiDeclared = task{name: "an MPI task that declares Worker(command=sshd ...)", flyteCase: fixtures.MPIPlain,
+		launch: []string{"-worker-command", sshdJSON(), "-env", workerService}, source: mutate.SourceFlyteWorkerArgs}
+	horovodDeclared = task{name: "a Horovod task that declares Worker(command=sshd ...)", flyteCase: horovodCase,
+		launch: []string{"-env", workerService}, source: mutate.SourceFlyteWorkerArgs}
+	horovodTaskCustom = task{name: "a Horovod task whose annotation mpi.flyte.org/task-custom declares sshd",
+		flyteCase: fixtures.HorovodTaskAnnotations, launch: []string{"-env", workerService}, source: mutate.SourceTaskCustom}
+	mpiWorkerSpecCommand = task{name: "an MPI task whose annotation mpi.flyte.org/worker-spec-command declares sshd",
+		flyteCase: fixtures.MPIPlain, source: mutate.SourceWorkerSpecCommand, launch: []string{
+			"-task-annotation", mutate.AnnotationWorkerSpecCommand + "=" + fixtures.SSHDLine, "-env", workerService}}
+)
+
+// sshdJSON is fixtures.SSHD as launch's -worker-command takes it.
+func sshdJSON() string {
+	b, err := json.Marshal(fixtures.SSHD)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // jobLabels selects the Pods of the training-operator's replica of job.
 func jobLabels(job *unstructured.Unstructured, replicaType string) client.MatchingLabels {
@@ -86,12 +137,13 @@ func onlyJob(ctx context.Context, namespace string) *unstructured.Unstructured {
 	return &list.Items[0]
 }
 
-// launchFlyte runs Flyte's backend on the task of hack/flyte-testdata's case
-// name, in namespace, and expects Flyte to report no error.
-func launchFlyte(ctx context.Context, namespace, name string) {
+// launchFlyte runs Flyte's backend on t in a namespace of its own, expects
+// Flyte to report no error, and returns the MPIJob it created.
+func launchFlyte(ctx context.Context, t task) *unstructured.Unstructured {
 	GinkgoHelper()
-	out := run(ctx, 2*time.Minute, flyteBackend, "launch", "-kubeconfig", kubeconfig,
-		"-namespace", namespace, "-case", name, "-cpu", taskCPU)
+	ns := namespace(ctx)
+	args := append([]string{"launch", "-kubeconfig", kubeconfig, "-namespace", ns, "-case", t.flyteCase, "-cpu", taskCPU}, t.launch...)
+	out := run(ctx, 2*time.Minute, flyteBackend, args...)
 	var result struct {
 		Phase       string          `json:"phase"`
 		Error       json.RawMessage `json:"error"`
@@ -100,29 +152,148 @@ func launchFlyte(ctx context.Context, namespace, name string) {
 	Expect(json.Unmarshal([]byte(out), &result)).To(Succeed(), out)
 	Expect(result.HandleError).To(BeEmpty(), "Flyte's backend: %s", out)
 	Expect(result.Error).To(BeEmpty(), "Flyte's backend: %s", out)
-	fmt.Fprintf(GinkgoWriter, "Flyte reports for %s: %s", name, out)
+	fmt.Fprintf(GinkgoWriter, "Flyte reports for %s: %s", t.name, out)
+	return onlyJob(ctx, ns)
 }
 
-// runningWorkers waits until every worker of job runs, and returns them.
-func runningWorkers(ctx context.Context, job *unstructured.Unstructured, count int) []corev1.Pod {
+// rankReport is what a rank of the job's task (hack/cluster/job/task.py) reports.
+type rankReport struct {
+	// Host is the rank's hostname: its Pod's name.
+	Host string `json:"host"`
+	// PID1 is what its Pod's PID 1 runs: the worker's command.
+	PID1 string `json:"pid1"`
+	// OK says whether it found the service the task asked for, if any.
+	OK bool `json:"ok"`
+}
+
+// rankLine is a rank's report in the launcher's log: mpirun forwards the
+// ranks' output, and horovodrun's remote commands write to its own.
+var rankLine = regexp.MustCompile(`(?m)^rank [0-9]+: (\{.*\})$`)
+
+// launcherLog returns the log of job's launcher.
+func launcherLog(ctx context.Context, job *unstructured.Unstructured) string {
 	GinkgoHelper()
-	var pods corev1.PodList
-	Eventually(ctx, func(g Gomega) {
-		g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(job.GetNamespace()), jobLabels(job, "worker"))).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(count))
-		g.Expect(pods.Items).To(HaveEach(HaveField("Status.Phase", corev1.PodRunning)))
-	}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-	return pods.Items
+	logs, err := clientset.CoreV1().Pods(job.GetNamespace()).GetLogs(job.GetName()+"-launcher",
+		&corev1.PodLogOptions{Container: "mpi"}).DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	return string(logs)
 }
 
-// mpiContainer matches a Pod whose container "mpi" runs command with args.
-func mpiContainer(command, args []string) OmegaMatcher {
-	return HaveField("Spec.Containers", ContainElement(And(
-		HaveField("Name", "mpi"), HaveField("Command", Equal(command)), HaveField("Args", Equal(args)))))
+// ranks returns the reports of the ranks in the launcher's log, by host.
+func ranks(log string) map[string]rankReport {
+	GinkgoHelper()
+	reports := map[string]rankReport{}
+	for _, match := range rankLine.FindAllStringSubmatch(log, -1) {
+		var r rankReport
+		Expect(json.Unmarshal([]byte(match[1]), &r)).To(Succeed(), match[0])
+		reports[r.Host] = r
+	}
+	return reports
 }
+
+// expectRanIn checks, from its launcher's log, that each rank of job ran in
+// a worker of its own, that the launcher reached each worker by kubectl
+// exec (kubexec.sh traces its command), and that each worker's PID 1 ran
+// pid1: the worker command.
+func expectRanIn(ctx context.Context, job *unstructured.Unstructured, pid1 []string) {
+	GinkgoHelper()
+	log := launcherLog(ctx, job)
+	want := map[string]rankReport{}
+	for i := range 2 {
+		worker := fmt.Sprintf("%s-worker-%d", job.GetName(), i)
+		want[worker] = rankReport{Host: worker, PID1: strings.Join(pid1, " "), OK: true}
+		Expect(log).To(ContainSubstring("/opt/kube/kubectl exec "+worker+" -- /bin/sh -c"), "the launcher's log:\n%s", log)
+	}
+	Expect(cmp.Diff(want, ranks(log))).To(BeEmpty(), "the ranks' reports (-want +got); the launcher's log:\n%s", log)
+}
+
+// verdict waits until job has Succeeded or Failed, and returns which
+// ("Succeeded" or "Failed"), with the condition's message.
+func verdict(ctx context.Context, job *unstructured.Unstructured) (string, string) {
+	GinkgoHelper()
+	var outcome, message string
+	Eventually(ctx, func(g Gomega) {
+		for _, kind := range []string{"Failed", "Succeeded"} {
+			if status, m := condition(ctx, g, job, kind); status == "True" {
+				outcome, message = kind, m
+				return
+			}
+		}
+		g.Expect(outcome).NotTo(BeEmpty(), "the MPIJob has neither Succeeded nor Failed")
+	}).WithTimeout(jobTimeout).WithPolling(2 * poll).Should(Succeed())
+	return outcome, message
+}
+
+// expectSucceeded waits for job's verdict and expects Succeeded, with each
+// rank in a worker whose PID 1 runs pid1.
+func expectSucceeded(ctx context.Context, job *unstructured.Unstructured, pid1 []string) {
+	GinkgoHelper()
+	outcome, message := verdict(ctx, job)
+	Expect(outcome).To(Equal("Succeeded"), "%s: %s\nthe launcher's log:\n%s", outcome, message, launcherLog(ctx, job))
+	expectRanIn(ctx, job, pid1)
+}
+
+// expectUnchanged checks that the stored job's containers run what Flyte
+// gave them (testdata/flyte's job of flyteCase), and that it carries no
+// worker-command source.
+func expectUnchanged(job *unstructured.Unstructured, flyteCase string) {
+	GinkgoHelper()
+	want, err := fixtures.FlyteJob("v1", flyteCase)
+	Expect(err).NotTo(HaveOccurred())
+	for _, replica := range []string{"Launcher", "Worker"} {
+		path := []string{"spec", "mpiReplicaSpecs", replica, "template", "spec", "containers"}
+		wantContainers, _, _ := unstructured.NestedSlice(want.Object, path...)
+		gotContainers, _, _ := unstructured.NestedSlice(job.Object, path...)
+		Expect(gotContainers).To(HaveLen(len(wantContainers)))
+		for i := range wantContainers {
+			for _, field := range []string{"command", "args"} {
+				Expect(cmp.Diff(wantContainers[i].(map[string]any)[field], gotContainers[i].(map[string]any)[field])).
+					To(BeEmpty(), "%s container %d's %s (-want +got)", replica, i, field)
+			}
+		}
+	}
+	Expect(job.GetAnnotations()).NotTo(HaveKey(mutate.AnnotationWorkerCommandSource))
+}
+
+// expectRestored checks that the stored job's worker runs sshd, the command
+// its task declared, with source.
+func expectRestored(job *unstructured.Unstructured, source mutate.Source) {
+	GinkgoHelper()
+	command, _, _ := unstructured.NestedStringSlice(workerContainer(job), "command")
+	_, hasArgs := workerContainer(job)["args"]
+	Expect(command).To(Equal(fixtures.SSHD))
+	Expect(hasArgs).To(BeFalse(), "the worker keeps args beside its command")
+	Expect(job.GetAnnotations()).To(HaveKeyWithValue(mutate.AnnotationWorkerCommandSource, string(source)))
+}
+
+// runWithAddOn launches every task at once, each in a namespace of its own,
+// with the webhook or the policy installed, and expects each job to
+// succeed: the tasks that declare nothing stored as Flyte made them, their
+// ranks in the workers' `sleep 365d`; the others with their worker running
+// sshd, which each rank found.
+func runWithAddOn(ctx context.Context, tasks ...task) {
+	GinkgoHelper()
+	jobs := make([]*unstructured.Unstructured, len(tasks))
+	for i, t := range tasks {
+		jobs[i] = launchFlyte(ctx, t)
+	}
+	for i, t := range tasks {
+		By(t.name)
+		if t.declares() {
+			expectRestored(jobs[i], t.source)
+			expectSucceeded(ctx, jobs[i], fixtures.SSHD)
+		} else {
+			expectUnchanged(jobs[i], t.flyteCase)
+			expectSucceeded(ctx, jobs[i], sleep365d)
+		}
+	}
+}
+
+// sleep365d is what the training-operator runs in a worker without a command.
+var sleep365d = []string{"sleep", "365d"}
 
 var _ = Describe("a single-node cluster", Ordered, func() {
-	It("runs a Pod on its node", func(ctx SpecContext) {
+	It("runs a Pod on its node, from the job's image", func(ctx SpecContext) {
 		ns := namespace(ctx)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: ns},
@@ -130,7 +301,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{{
 					Name: "hello", Image: jobImage, ImagePullPolicy: corev1.PullNever,
-					Command: []string{"/bin/sh", "-c", "test -d /run/sshd && test -f /home/jobuser/.sshd_config"},
+					Command: []string{"/bin/sh", "-c", "mpirun --version && python -c 'import mpi4py' && test -x /usr/sbin/sshd"},
 				}},
 			},
 		}
@@ -139,6 +310,37 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 			g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded), "%+v", pod.Status.ContainerStatuses)
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+	})
+
+	It("without the add-on, runs the tasks that declare no worker command, and not those that declare one", func(ctx SpecContext) {
+		tasks := []task{mpiNothing, horovodNothing, mpiDeclared, horovodDeclared}
+		jobs := make([]*unstructured.Unstructured, len(tasks))
+		for i, t := range tasks {
+			jobs[i] = launchFlyte(ctx, t)
+		}
+		for i, t := range tasks {
+			By(t.name)
+			if !t.declares() {
+				expectUnchanged(jobs[i], t.flyteCase)
+				expectSucceeded(ctx, jobs[i], sleep365d)
+				continue
+			}
+			// Flyte wrote the declared sshd into the worker's args, with no
+			// command: the operator runs `sleep 365d` in its place, the ranks
+			// find no service, and the launcher fails.
+			worker := workerContainer(jobs[i])
+			Expect(worker).NotTo(HaveKey("command"))
+			args, _, _ := unstructured.NestedStringSlice(worker, "args")
+			Expect(args).To(Equal(fixtures.SSHD))
+			outcome, message := verdict(ctx, jobs[i])
+			log := launcherLog(ctx, jobs[i])
+			Expect(outcome).To(Equal("Failed"), "%s: %s\nthe launcher's log:\n%s", outcome, message, log)
+			for host, r := range ranks(log) {
+				Expect(r.PID1).To(Equal(strings.Join(sleep365d, " ")), host)
+				Expect(r.OK).To(BeFalse(), host)
+			}
+			Expect(ranks(log)).To(HaveLen(2), "the launcher's log:\n%s", log)
+		}
 	})
 
 	It("installs the webhook with its Helm chart: both replicas Ready under Pod Security restricted", func(ctx SpecContext) {
@@ -171,64 +373,12 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 	})
 
-	DescribeTable("runs Flyte's Horovod job to Succeeded: the webhook makes its workers run sshd",
-		func(ctx SpecContext, name string) {
-			ns := namespace(ctx)
-			launchFlyte(ctx, ns, name)
-			job := onlyJob(ctx, ns)
-			Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer(fixtures.SSHD, nil)))
-			awaitSucceeded(ctx, job)
-		},
-		Entry("the task declares Worker(command=sshd ...)", horovodCase),
-		Entry("the task declares nothing: the Horovod rule", fixtures.HorovodNoWorkerCommand),
-	)
-
-	It("never succeeds with the same job without the webhook: its workers run `sleep 365d`", func(ctx SpecContext) {
-		ns := namespace(ctx)
-		job, err := fixtures.FlyteJob("v1", horovodCase)
-		Expect(err).NotTo(HaveOccurred())
-		// Without Flyte's labels, the webhook configuration's objectSelector leaves the job alone.
-		labels := job.GetLabels()
-		delete(labels, "execution-id")
-		delete(labels, "task-name")
-		job.SetLabels(labels)
-		job.SetNamespace(ns)
-		job.SetOwnerReferences(nil)
-		for _, replica := range []string{"Launcher", "Worker"} {
-			path := []string{"spec", "mpiReplicaSpecs", replica, "template", "spec", "containers"}
-			containers, _, err := unstructured.NestedSlice(job.Object, path...)
-			Expect(err).NotTo(HaveOccurred())
-			resources := map[string]any{"cpu": taskCPU, "memory": "1Gi"}
-			containers[0].(map[string]any)["resources"] = map[string]any{"requests": resources, "limits": resources}
-			Expect(unstructured.SetNestedSlice(job.Object, containers, path...)).To(Succeed())
-		}
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-
-		Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer([]string{"sleep"}, []string{"365d"})))
-		Consistently(ctx, func(g Gomega) {
-			succeeded, _ := condition(ctx, g, job, "Succeeded")
-			g.Expect(succeeded).NotTo(Equal("True"))
-		}).WithTimeout(unhookedWatch).WithPolling(2 * poll).Should(Succeed())
+	It("with the webhook, leaves the tasks that declare no worker command as Flyte made them, and they run", func(ctx SpecContext) {
+		runWithAddOn(ctx, mpiNothing, horovodNothing)
 	})
 
-	It("leaves a plain MPI task's job as Flyte made it", func(ctx SpecContext) {
-		ns := namespace(ctx)
-		launchFlyte(ctx, ns, fixtures.MPIPlain)
-		want, err := fixtures.FlyteJob("v1", fixtures.MPIPlain)
-		Expect(err).NotTo(HaveOccurred())
-		got := onlyJob(ctx, ns)
-		for _, replica := range []string{"Launcher", "Worker"} {
-			path := []string{"spec", "mpiReplicaSpecs", replica, "template", "spec", "containers"}
-			wantContainers, _, _ := unstructured.NestedSlice(want.Object, path...)
-			gotContainers, _, _ := unstructured.NestedSlice(got.Object, path...)
-			Expect(gotContainers).To(HaveLen(len(wantContainers)))
-			for i := range wantContainers {
-				for _, field := range []string{"command", "args"} {
-					Expect(cmp.Diff(wantContainers[i].(map[string]any)[field], gotContainers[i].(map[string]any)[field])).
-						To(BeEmpty(), "%s container %d's %s (-want +got)", replica, i, field)
-				}
-			}
-		}
+	It("with the webhook, runs the worker command each task declares: in Worker(command=...) and in each annotation", func(ctx SpecContext) {
+		runWithAddOn(ctx, mpiDeclared, horovodDeclared, horovodTaskCustom, mpiWorkerSpecCommand)
 	})
 
 	It("admits every job with its worker command through a rollout, a deleted webhook Pod and a kubelet restart", func(ctx SpecContext) {
@@ -285,7 +435,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		awaitBothReplicas(ctx)
 	})
 
-	It("in policy mode, with no webhook Pod, runs Flyte's Horovod job to Succeeded", func(ctx SpecContext) {
+	It("in policy mode, with no webhook Pod, runs the declared worker commands and leaves the other tasks alone", func(ctx SpecContext) {
 		run(ctx, 4*time.Minute, helmBinary, "upgrade", release, chartDir, "--namespace", webhookNamespace,
 			"--reuse-values", "--set", "mode=policy", "--wait", "--timeout", "3m")
 		Eventually(ctx, func(g Gomega) {
@@ -306,27 +456,9 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			command, _, _ := unstructured.NestedStringSlice(workerContainer(job), "command")
 			g.Expect(command).To(Equal(fixtures.SSHD))
 		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
-		jobNamespace := namespace(ctx)
-		launchFlyte(ctx, jobNamespace, horovodCase)
-		job := onlyJob(ctx, jobNamespace)
-		Expect(runningWorkers(ctx, job, 2)).To(HaveEach(mpiContainer(fixtures.SSHD, nil)))
-		awaitSucceeded(ctx, job)
+		runWithAddOn(ctx, mpiNothing, horovodNothing, mpiDeclared, horovodDeclared)
 	})
 })
-
-// awaitSucceeded waits until job's Succeeded condition is True, and gives up
-// at once when its Failed condition is.
-func awaitSucceeded(ctx context.Context, job *unstructured.Unstructured) {
-	GinkgoHelper()
-	Eventually(ctx, func(g Gomega) {
-		failed, message := condition(ctx, g, job, "Failed")
-		if failed == "True" {
-			StopTrying("the MPIJob failed: " + message).Now()
-		}
-		succeeded, _ := condition(ctx, g, job, "Succeeded")
-		g.Expect(succeeded).To(Equal("True"))
-	}).WithTimeout(jobTimeout).WithPolling(2 * poll).Should(Succeed())
-}
 
 // suspendedFlyteJob returns testdata/flyte's horovodCase job, named name in
 // namespace, suspended so that the training-operator starts no Pods for it.

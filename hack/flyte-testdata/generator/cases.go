@@ -389,6 +389,22 @@ func AddTaskAnnotations(task map[string]any, annotations map[string]string) {
 	task["metadata"] = metadata
 }
 
+// SetWorkerCommand makes task, a case's TaskTemplate of task_type_version 1,
+// declare Worker(command=command), as flytekit writes it in the custom's
+// workerReplicas. It leaves the case's own maps alone.
+func SetWorkerCommand(task map[string]any, command []string) error {
+	custom, _ := task["custom"].(map[string]any)
+	worker, _ := custom["workerReplicas"].(map[string]any)
+	if worker == nil {
+		return fmt.Errorf("the task's custom has no workerReplicas (a task_type_version 0 case?)")
+	}
+	custom, worker = maps.Clone(custom), maps.Clone(worker)
+	worker["command"] = command
+	custom["workerReplicas"] = worker
+	task["custom"] = custom
+	return nil
+}
+
 // TaskJSON is the case's TaskTemplate as protobuf JSON, for each release's
 // flyteidl to decode.
 func (c Case) TaskJSON() ([]byte, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -75,6 +76,9 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 	fs.Var(taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
 	fs.Var(labels, "execution-label", "KEY=VALUE to add to the execution's labels; repeatable")
 	cpu := fs.String("cpu", "", "CPU the task's containers ask for, as @task(requests=Resources(cpu=...), limits=Resources(cpu=...)) sets it; empty: Flyte's default")
+	environment := keyValues{}
+	fs.Var(environment, "env", "KEY=VALUE to add to the task's @task(environment=...); repeatable")
+	workerCommand := fs.String("worker-command", "", `the worker command the task declares, Worker(command=[...]), as a JSON list such as '["sh", "-c", "..."]'; empty: the case's`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +90,15 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	generator.AddTaskAnnotations(c.Task, taskAnnotations)
+	if *workerCommand != "" {
+		var command []string
+		if err := json.Unmarshal([]byte(*workerCommand), &command); err != nil || len(command) == 0 {
+			return fmt.Errorf("-worker-command %s is not a JSON list of words: %v", *workerCommand, err)
+		}
+		if err := generator.SetWorkerCommand(c.Task, command); err != nil {
+			return fmt.Errorf("-worker-command: %w", err)
+		}
+	}
 	tmpl, _, err := task.Decode(c)
 	if err != nil {
 		return err
@@ -94,6 +107,9 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 		if err := setTaskCPU(tmpl, *cpu); err != nil {
 			return err
 		}
+	}
+	if err := addTaskEnvironment(tmpl, environment); err != nil {
+		return err
 	}
 	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), labels)
 	c.Execution.Namespace = *ns
@@ -124,6 +140,23 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	return json.NewEncoder(out).Encode(result)
+}
+
+// addTaskEnvironment adds env to the environment of tmpl's container, as
+// flytekit serializes @task(environment=env): Flyte gives it to the
+// Launcher's and the Workers' containers alike.
+func addTaskEnvironment(tmpl *core.TaskTemplate, env map[string]string) error {
+	if len(env) == 0 {
+		return nil
+	}
+	container := tmpl.GetContainer()
+	if container == nil {
+		return fmt.Errorf("-env: the task has no container (a pod_template case?)")
+	}
+	for _, key := range slices.Sorted(maps.Keys(env)) {
+		container.Env = append(container.Env, &core.KeyValuePair{Key: key, Value: env[key]})
+	}
+	return nil
 }
 
 // setTaskCPU sets the CPU request and limit of tmpl's container, as flytekit
