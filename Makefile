@@ -62,8 +62,12 @@ fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's i
 	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: golangci-lint ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters).
+lint: golangci-lint tidy-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), and make tidy-check.
 	$(GOLANGCI_LINT) run
+
+.PHONY: tidy-check
+tidy-check: ## Fail, naming the module and with the diff, when go mod tidy would change any module's go.mod or go.sum (hack/tidy-check.sh).
+	hack/tidy-check.sh
 
 .PHONY: lint-fix
 lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
