@@ -62,8 +62,12 @@ fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's i
 	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: golangci-lint ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters).
+lint: golangci-lint tidy-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), and make tidy-check.
 	$(GOLANGCI_LINT) run
+
+.PHONY: tidy-check
+tidy-check: ## Fail, naming the module and with the diff, when go mod tidy would change any module's go.mod or go.sum (hack/tidy-check.sh).
+	hack/tidy-check.sh
 
 .PHONY: lint-fix
 lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
@@ -73,8 +77,8 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
-unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests) and those of hack/soak's attacks.
-	$(GO) test ./cmd/... ./internal/... ./test/manifests/... ./hack/soak/...
+unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests) and those of hack/soak's attacks, under the race detector.
+	CGO_ENABLED=1 $(GO) test -race ./cmd/... ./internal/... ./test/manifests/... ./hack/soak/...
 
 .PHONY: envtest
 envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.

@@ -14,19 +14,23 @@ import (
 
 // Version and Revision are set at build time with
 // -ldflags "-X github.com/flyteorg/flyte-mpi-webhook/internal/version.Version=v1.2.3 -X ...Revision=SHA"
-// (make build, make image, the Dockerfile). Left as they are, Get reads
-// what the Go toolchain recorded instead.
+// (make build, make image, the Dockerfile). Left empty, Get reads what the
+// Go toolchain recorded instead; a version set, even to Unknown, is
+// reported as it is, so that the binary says what its build asked for.
 var (
-	Version  = Unknown
+	Version  = ""
 	Revision = ""
 )
 
-// Unknown is the version of a build that says none, such as go run.
+// Unknown is the version of a build that says none, and that the Go
+// toolchain knows none for either, such as go run: the Makefile's default
+// VERSION.
 const Unknown = "dev"
 
 // Info is what a build knows of itself.
 type Info struct {
-	// Version is the release, such as v0.1.0, or "dev".
+	// Version is the release, such as v0.1.0, or "dev", as the build set
+	// it; else the module version Go stamped, such as go install's.
 	Version string `json:"version"`
 	// Revision is the commit it was built from, with "-dirty" when the
 	// work tree had changes, or empty when unknown.
@@ -37,7 +41,7 @@ type Info struct {
 
 // Get returns this build's Info: Version and Revision when the build set
 // them, else the module version and the VCS commit the Go toolchain stamps
-// into a build from a git checkout.
+// into a build (go install of a release, go build in a git checkout).
 func Get() Info {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -46,18 +50,23 @@ func Get() Info {
 	return fromBuild(Version, Revision, info)
 }
 
-// fromBuild fills what version and revision leave unknown from build.
+// fromBuild fills what version and revision leave empty from build, and a
+// version that neither knows with Unknown.
 func fromBuild(version, revision string, build *debug.BuildInfo) Info {
-	i := Info{Version: version, Revision: revision, GoVersion: runtime.Version()}
 	if build == nil {
-		return i
+		build = &debug.BuildInfo{}
 	}
-	if build.GoVersion != "" {
-		i.GoVersion = build.GoVersion
+	i := Info{Version: version, Revision: revision, GoVersion: build.GoVersion}
+	if i.GoVersion == "" {
+		i.GoVersion = runtime.Version()
 	}
-	// "(devel)" is what a build of the main module from its work tree says.
-	if i.Version == Unknown && build.Main.Version != "" && build.Main.Version != "(devel)" {
+	// "(devel)" is what a build of the main module says when Go knows no
+	// version for it (go run, or -buildvcs=false).
+	if i.Version == "" && build.Main.Version != "(devel)" {
 		i.Version = build.Main.Version
+	}
+	if i.Version == "" {
+		i.Version = Unknown
 	}
 	if i.Revision == "" {
 		var modified bool

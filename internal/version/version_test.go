@@ -1,6 +1,7 @@
 package version
 
 import (
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -25,19 +26,29 @@ func TestFromBuild(t *testing.T) {
 		build: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v9.9.9"}, Settings: vcs("def456", "true")},
 		want:  Info{Version: "v0.1.0", Revision: "abc123", GoVersion: "go1.26.8"},
 	}, {
-		name:    "go build in a checkout: the commit, dirty",
-		version: Unknown,
-		build:   &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: vcs("def456", "true")},
-		want:    Info{Version: Unknown, Revision: "def456-dirty", GoVersion: "go1.26.8"},
+		// make build, make image and make image-check on a work tree with
+		// changes: Go stamps a +dirty pseudo-version, but VERSION=dev asked
+		// for dev, and the revision says dirty.
+		name:    "VERSION=dev in a dirty checkout: dev, though Go stamped a version",
+		version: Unknown, revision: "def456-dirty",
+		build: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.1.1-0.20260101000000-def456000000+dirty"},
+			Settings: vcs("def456", "true")},
+		want: Info{Version: Unknown, Revision: "def456-dirty", GoVersion: "go1.26.8"},
 	}, {
-		name:    "go install of a release: the module's version",
-		version: Unknown,
-		build:   &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.1.0"}, Settings: vcs("def456", "false")},
-		want:    Info{Version: "v0.1.0", Revision: "def456", GoVersion: "go1.26.8"},
+		name:  "go build in a dirty checkout: the version and the commit Go stamped, dirty",
+		build: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.1.1-0.20260101000000-def456000000+dirty"}, Settings: vcs("def456", "true")},
+		want:  Info{Version: "v0.1.1-0.20260101000000-def456000000+dirty", Revision: "def456-dirty", GoVersion: "go1.26.8"},
 	}, {
-		name:    "no build info",
-		version: Unknown,
-		want:    Info{Version: Unknown, GoVersion: Get().GoVersion},
+		name:  "go build with -buildvcs=false: dev",
+		build: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+		want:  Info{Version: Unknown, GoVersion: "go1.26.8"},
+	}, {
+		name:  "go install of a release: the module's version",
+		build: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.1.0"}, Settings: vcs("def456", "false")},
+		want:  Info{Version: "v0.1.0", Revision: "def456", GoVersion: "go1.26.8"},
+	}, {
+		name: "no build info: dev",
+		want: Info{Version: Unknown, GoVersion: runtime.Version()},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
