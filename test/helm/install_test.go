@@ -30,13 +30,13 @@ const admissionTimeout = 30 * time.Second
 const jobsNamespace = "flyte-jobs"
 
 // storedSource is, for each Flyte-built job of testdata/flyte, the source
-// the webhook's decision gives it with the chart's defaults (the Horovod
-// rule on), as test/envtest's policy specs hold it: none means stored as
-// Flyte made it.
+// the webhook's decision gives it with the chart's defaults, as
+// test/envtest's policy specs hold it: none means stored as Flyte made it,
+// as a task that declares no worker command is.
 var storedSource = map[string]mutate.Source{
 	fixtures.HorovodWorkerCommand: mutate.SourceFlyteWorkerArgs, fixtures.HorovodFastRegisterWorkerCommand: mutate.SourceFlyteWorkerArgs,
 	fixtures.HorovodBothCommands: mutate.SourceFlyteWorkerArgs, fixtures.LegacyWorkerSpecCommand: mutate.SourceFlyteWorkerArgs,
-	fixtures.HorovodNoWorkerCommand: mutate.SourceHorovod, fixtures.HorovodLauncherCommand: mutate.SourceHorovod,
+	fixtures.HorovodNoWorkerCommand: mutate.SourceNone, fixtures.HorovodLauncherCommand: mutate.SourceNone,
 	fixtures.HorovodPodTemplateAnnotation: mutate.SourceTaskCustom, fixtures.HorovodTaskAnnotations: mutate.SourceTaskCustom,
 	fixtures.HorovodLaunchPlanAnnotations: mutate.SourceTaskCustom, fixtures.MPIPlain: mutate.SourceNone,
 }
@@ -66,8 +66,7 @@ var helms = []struct {
 // switches modes with helm upgrade. After each install and upgrade, every
 // job of testdata/flyte is stored as the webhook decides; an upgrade keeps
 // the generated certificate; an uninstall removes every configuration and
-// policy, and keeps the policy's parameter, which each next install of the
-// release takes over.
+// policy.
 func TestInstall(t *testing.T) {
 	ctx := t.Context()
 	for _, version := range []string{"v2beta1", "v1"} {
@@ -91,11 +90,6 @@ func TestInstall(t *testing.T) {
 					t.Run("switch modes with helm upgrade", func(t *testing.T) {
 						c.switchModes(ctx, t, cli, h.namespace)
 					})
-					// What helm uninstall kept, as the chart's README says to.
-					kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: ReleaseName + "-horovod-worker-command"}}
-					if err := c.client.Delete(ctx, kept); err != nil {
-						t.Errorf("deleting the ConfigMap helm uninstall kept: %v", err)
-					}
 				})
 			}
 		})
@@ -146,7 +140,7 @@ func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli
 		t.Fatalf("helm uninstall: %v", err)
 	}
 	stop()
-	c.expectUninstalled(ctx, t, namespace)
+	c.expectUninstalled(ctx, t)
 }
 
 // switchModes goes from mode webhook to both, to policy and back to webhook
@@ -180,7 +174,7 @@ func (c *cluster) switchModes(ctx context.Context, t *testing.T, cli helmCLI, na
 		t.Fatalf("helm uninstall: %v", err)
 	}
 	stop()
-	c.expectUninstalled(ctx, t, namespace)
+	c.expectUninstalled(ctx, t)
 }
 
 // generatedCertificate returns the caBundle of the webhook's configuration
@@ -296,11 +290,9 @@ func storedAsDecided(stored, sent *unstructured.Unstructured, source mutate.Sour
 }
 
 // expectUninstalled checks that the release left no webhook configuration
-// and no policy, that the policy's parameter stays (resource-policy keep),
-// and that Flyte's jobs are stored as Flyte made them once the API server
-// has let go of them. The kept parameter stays, for the next install of the
-// release to take over.
-func (c *cluster) expectUninstalled(ctx context.Context, t *testing.T, namespace string) {
+// and no policy, and that Flyte's jobs are stored as Flyte made them once
+// the API server has let go of them.
+func (c *cluster) expectUninstalled(ctx context.Context, t *testing.T) {
 	t.Helper()
 	for _, obj := range []client.Object{
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ReleaseName + "-mutating-webhook-configuration"}},
@@ -311,10 +303,6 @@ func (c *cluster) expectUninstalled(ctx context.Context, t *testing.T, namespace
 		if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
 			t.Errorf("after helm uninstall, %T %s: want NotFound, got %v", obj, obj.GetName(), err)
 		}
-	}
-	kept := &corev1.ConfigMap{}
-	if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ReleaseName + "-horovod-worker-command"}, kept); err != nil {
-		t.Errorf("helm uninstall did not keep the policy's parameter: %v", err)
 	}
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, admissionTimeout, true, func(ctx context.Context) (bool, error) {
