@@ -34,16 +34,11 @@ func bindDecisionFlags(fs *flag.FlagSet, o *mutate.Options) {
 		return err
 	})
 	fs.BoolVar(&o.InferWorkerCommand, "infer-worker-command", o.InferWorkerCommand,
-		"take the worker command a task declared, which Flyte writes into the worker's args, when no annotation gives one")
-	fs.Func("horovod-worker-command", "worker command, as shell words, for Flyte MPIJobs whose worker has no command and "+
-		"copies a Horovod launcher's horovodrun line, when annotations and task declare none; horovodrun reaches its "+
-		"workers over SSH (default none: leave them)",
-		func(s string) (err error) {
-			o.HorovodCommand, err = mutate.SplitCommand(s)
-			return err
-		})
+		"take the worker command a task declared, which Flyte writes into the worker's args (where the training-operator "+
+			"runs sleep 365d instead), when no annotation gives one")
 	fs.Func("fallback-worker-command", "worker command, as shell words, for Flyte MPIJobs whose worker has no command "+
-		"and whose annotations and task declare none (default none: leave them)",
+		"and whose annotations and task declare none (default none: leave them as Flyte made them; on the "+
+		"training-operator they run as they are, the launcher starting the ranks in the workers with kubectl exec)",
 		func(s string) (err error) {
 			o.FallbackCommand, err = mutate.SplitCommand(s)
 			return err

@@ -72,7 +72,7 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	build := version.Get()
 	ctrl.Log.Info("starting", "version", build.Version, "revision", build.Revision, "goVersion", build.GoVersion, "port", cfg.Port, "certDir", cfg.CertDir,
 		"flyteTaskSelector", opts.FlyteTaskSelector.String(), "containerName", opts.ContainerName,
-		"injectAs", opts.InjectAs, "horovodWorkerCommand", opts.HorovodCommand, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid,
+		"injectAs", opts.InjectAs, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid,
 		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit)
 	// The first SIGTERM or SIGINT starts the drain; a second exits at once.
 	return mgr.Start(ctrl.SetupSignalHandler())

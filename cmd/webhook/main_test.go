@@ -114,16 +114,15 @@ func TestPreviewFlyteJobs(t *testing.T) {
 			job:          fixtures.HorovodNoWorkerCommand,
 			wantDecision: "outcome:   unchanged\n",
 		},
-		"no worker command, with --horovod-worker-command": {
-			job:          fixtures.HorovodNoWorkerCommand,
-			flags:        []string{"--horovod-worker-command", fixtures.SSHDLine},
-			wantDecision: "outcome:   mutated\nsource:    horovod\ncontainer: mpi (worker container 0)\ncommand:   " + fixtures.SSHDLine + "\n",
-			wantWorker:   workerContainer{Name: "mpi", Command: fixtures.SSHD},
-		},
-		"a plain MPI task, with --horovod-worker-command": {
+		"a plain MPI task": {
 			job:          fixtures.MPIPlain,
-			flags:        []string{"--horovod-worker-command", fixtures.SSHDLine},
 			wantDecision: "outcome:   unchanged\n",
+		},
+		"no worker command, with --fallback-worker-command": {
+			job:          fixtures.HorovodNoWorkerCommand,
+			flags:        []string{"--fallback-worker-command", fixtures.SSHDLine},
+			wantDecision: "outcome:   mutated\nsource:    fallback\ncontainer: mpi (worker container 0)\ncommand:   " + fixtures.SSHDLine + "\n",
+			wantWorker:   workerContainer{Name: "mpi", Command: fixtures.SSHD},
 		},
 	}
 	for name, tc := range cases {
@@ -285,13 +284,13 @@ func TestAnnotateRefusesATaskThatIsNotMPI(t *testing.T) {
 	}
 }
 
-func TestHorovodWorkerCommandFlagIsSplitAsAShellWould(t *testing.T) {
+func TestFallbackWorkerCommandFlagIsSplitAsAShellWould(t *testing.T) {
 	path, err := fixtures.Path("testdata", "flyte", "v1", fixtures.HorovodNoWorkerCommand+".yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	if err := runPreview([]string{"-f", path, "--horovod-worker-command", `/usr/sbin/sshd -De -f '/home/job user/.sshd_config'`},
+	if err := runPreview([]string{"-f", path, "--fallback-worker-command", `/usr/sbin/sshd -De -f '/home/job user/.sshd_config'`},
 		nil, &stdout, &stderr); err != nil {
 		t.Fatalf("preview: %v\n%s", err, &stderr)
 	}
@@ -300,8 +299,8 @@ func TestHorovodWorkerCommandFlagIsSplitAsAShellWould(t *testing.T) {
 		t.Errorf("worker (-want +got):\n%s", diff)
 	}
 
-	err = runPreview([]string{"-f", path, "--horovod-worker-command", "/usr/sbin/sshd -De; sleep 1"}, nil, &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "-horovod-worker-command") || !strings.Contains(err.Error(), `shell operator ";"`) {
+	err = runPreview([]string{"-f", path, "--fallback-worker-command", "/usr/sbin/sshd -De; sleep 1"}, nil, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "-fallback-worker-command") || !strings.Contains(err.Error(), `shell operator ";"`) {
 		t.Errorf("error %v, want one that names the flag and the shell operator", err)
 	}
 }

@@ -88,10 +88,11 @@ func run(ctx context.Context) (err error) {
 	}
 	fmt.Print(`
 Flyte writes a declared worker command into the worker's args, with no command, and training-operator
-v1.8 runs ` + "`sleep 365d`" + ` in a worker container without a command: without the webhook, these workers
-sleep instead of running sshd. A Horovod task that declares no worker command gets config/default's
---horovod-worker-command (the Horovod rule); a plain MPI task needs none. The policy alone (Kubernetes
->= 1.36, no server) stores the same, but reads no annotation: the second job needs the webhook (README).
+v1.8 runs ` + "`sleep 365d`" + ` in a worker container without a command: without the webhook, the first three
+jobs' workers sleep, and the command their task declares (or their annotation gives) never runs. A task
+that declares no worker command needs none: the launcher starts the ranks in the sleeping workers with
+kubectl exec, so its job is left as Flyte made it. The policy alone (Kubernetes >= 1.36, no server) stores the same, but reads no
+annotation: the second job needs the webhook (README).
 Try your own job: bin/webhook preview -f job.yaml
 `)
 	return nil

@@ -13,7 +13,7 @@ var decisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_decisions_total",
 	Help: "Decisions on MPIJob admission reviews, by outcome (mutated, unchanged, skipped_not_flyte, " +
 		"denied_invalid, warned_invalid, malformed) and by the source of the worker command (task-custom, " +
-		"worker-spec-command, flyte-worker-args, horovod, fallback, none).",
+		"worker-spec-command, flyte-worker-args, fallback, none).",
 }, []string{"outcome", "source"})
 
 func init() {

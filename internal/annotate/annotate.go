@@ -63,10 +63,11 @@ func FromFile(data []byte) (annotations map[string]string, warning string, err e
 }
 
 // NoWorkerCommandWarning is the warning for a task that declares no worker command.
-const NoWorkerCommandWarning = "the task declares no worker command, so these annotations give the webhook none: its " +
-	"workers would run the launcher's task command (the training-operator runs `sleep 365d` instead). Declare one in " +
-	`the task, Worker(command=["/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"]) with flytekitplugins-kfmpi, ` +
-	"and the webhook needs no annotation: it reads the command Flyte writes into the worker's args"
+const NoWorkerCommandWarning = "the task declares no worker command, so these annotations give the webhook none and " +
+	"the job is left as Flyte made it: the training-operator's workers run `sleep 365d`, and its launcher starts the " +
+	"ranks in them with kubectl exec, which is all such a task needs. Declare one, Worker(command=[...]) with " +
+	"flytekitplugins-kfmpi, only when the workers must run something of their own, and the webhook needs no " +
+	"annotation: it reads the command Flyte writes into the worker's args"
 
 // taskTemplate decodes a binary TaskTemplate, or the TaskTemplate inside a
 // binary TaskSpec. Protobuf's wire format cannot tell the two apart, so it

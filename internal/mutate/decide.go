@@ -109,9 +109,6 @@ func Decide(job *Job, opts Options) Decision {
 		}
 		source = SourceFlyteWorkerArgs
 	}
-	if len(command) == 0 && len(opts.HorovodCommand) > 0 && HorovodWorker(job) {
-		command, source = opts.HorovodCommand, SourceHorovod
-	}
 	if len(command) == 0 && (worker == nil || len(words(worker.Command)) == 0) {
 		// A container command is the task's or a previous pass's: a
 		// cluster-wide fallback never overrides it, so reinvocation is safe.
@@ -221,23 +218,6 @@ func DeclaredWorkerCommand(job *Job) (command []string, warning string) {
 		return nil, "" // a copy of the launcher's args
 	}
 	return args, ""
-}
-
-// HorovodWorker reports whether the Worker's MPI container has no command and
-// args whose first word is horovodrun: the worker of a Horovod task that
-// declares no worker command copies the launcher's horovodrun line, which
-// would run the task on every worker, and the training-operator replaces a
-// worker without command by `sleep 365d`. Either way horovodrun, which starts
-// its processes on the workers over SSH, finds no sshd. A plain MPI task's
-// worker (mpirun) needs none: mpirun reaches it with `kubectl exec` under the
-// training-operator.
-func HorovodWorker(job *Job) bool {
-	worker := job.Spec.MPIReplicaSpecs.Worker.mpiContainer()
-	if worker == nil || len(words(worker.Command)) > 0 {
-		return false // nothing to read, or the container says what it runs
-	}
-	args := words(worker.Args)
-	return len(args) > 0 && path.Base(args[0]) == "horovodrun"
 }
 
 // runsFlyteTask reports whether args run a Flyte task: Flyte's task

@@ -278,7 +278,7 @@ func TestDecide(t *testing.T) {
 			},
 			want: mutated(SourceTaskCustom),
 		},
-		"a Flyte job without annotations: unchanged": {
+		"a Flyte job without annotations whose task declares no worker command: unchanged": {
 			job:  flyteJob().obj(),
 			want: unchangedNoCommand,
 		},
@@ -384,61 +384,17 @@ func TestDecide(t *testing.T) {
 			opts: func(o *Options) { o.FallbackCommand = []string{"/bin/false"} },
 			want: mutated(SourceFlyteWorkerArgs),
 		},
-		// The Horovod rule: a worker that copies a horovodrun line gets --horovod-worker-command.
-		"a worker that copies a horovodrun line gets the Horovod command": {
-			job:  flyteJob().obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: mutatedUnannotated(SourceHorovod),
-		},
-		"horovodrun by its path": {
-			job:  flyteJob().workerArgs(append([]string{"/opt/venv/bin/horovodrun"}, taskArgs[1:]...)...).obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: mutatedUnannotated(SourceHorovod),
-		},
-		"no Horovod command: a horovodrun worker is left alone": {
-			job:  flyteJob().obj(),
-			want: unchangedNoCommand,
-		},
+		// A task that declares no worker command needs none: the
+		// training-operator's launcher starts the ranks in the sleeping
+		// workers with kubectl exec. Its job is left as Flyte made it,
+		// whether the launcher runs horovodrun (flyteJob's) or mpirun.
 		"a plain MPI task's worker (mpirun) is left alone": {
 			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list("mpirun", "-np", "2", "pyflyte-execute")}).
 				workerArgs("mpirun", "-np", "2", "pyflyte-execute").obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
 			want: unchangedNoCommand,
 		},
-		"horovodrun that is not the first word is not a Horovod worker": {
-			job:  flyteJob().workerArgs("python", "horovodrun", "pyflyte-execute").obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: unchangedNoCommand,
-		},
-		"a program named like horovodrun is not horovodrun": {
-			job:  flyteJob().workerArgs("horovodrun-wrapper", "pyflyte-execute").obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: unchangedNoCommand,
-		},
-		"a horovodrun worker with a command is left alone": {
-			job:  flyteJob().containers(Container{Name: "mpi", Command: list("/bin/sh"), Args: list(taskArgs...)}).obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: unchangedNoCommand,
-		},
-		"an empty command counts as none for the Horovod rule": {
-			job:  flyteJob().containers(Container{Name: "mpi", Command: list(), Args: list(taskArgs...)}).obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: mutatedUnannotated(SourceHorovod),
-		},
-		"the Horovod rule reads the first container only": {
-			job:  flyteJob().containers(Container{Name: "sidecar"}, Container{Name: "mpi", Args: list(taskArgs...)}).obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: result{Outcome: OutcomeUnchanged, Container: -1,
-				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`}},
-		},
-		"a horovodrun worker without a Launcher gets the Horovod command": {
-			job:  flyteJob().noLauncher().obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: mutatedUnannotated(SourceHorovod),
-		},
-		"the declared args win over the Horovod command": {
-			job:  flyteJob().workerArgs("horovodrun", "--check-build").obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
+		"declared horovodrun args are a declared worker command": {
+			job: flyteJob().workerArgs("horovodrun", "--check-build").obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceFlyteWorkerArgs, ContainerName: "mpi",
 				Command: []string{"horovodrun", "--check-build"},
 				Patch: []jsonpatch.Operation{
@@ -447,44 +403,10 @@ func TestDecide(t *testing.T) {
 					{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationWorkerCommandSource: "flyte-worker-args"}},
 				}},
 		},
-		"--infer-worker-command=false leaves declared horovodrun args to the Horovod command": {
-			job:  flyteJob().workerArgs("horovodrun", "--check-build").obj(),
-			opts: func(o *Options) { o.InferWorkerCommand = false; o.HorovodCommand = sshd },
-			want: mutatedUnannotated(SourceHorovod),
-		},
-		"the custom's command wins over the Horovod command": {
-			job:  flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj(),
-			opts: func(o *Options) { o.HorovodCommand = []string{"/bin/false"} },
-			want: mutated(SourceTaskCustom),
-		},
-		"worker-spec-command wins over the Horovod command": {
-			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, flytekitSpecCommand).obj(),
-			opts: func(o *Options) { o.HorovodCommand = []string{"/bin/false"} },
-			want: mutated(SourceWorkerSpecCommand),
-		},
-		"the Horovod command wins over the fallback": {
-			job:  flyteJob().obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd; o.FallbackCommand = []string{"/bin/false"} },
-			want: mutatedUnannotated(SourceHorovod),
-		},
-		"the fallback still serves a plain MPI worker": {
+		"the fallback serves a plain MPI worker": {
 			job:  flyteJob().workerArgs("mpirun", "pyflyte-execute").obj(),
-			opts: func(o *Options) { o.HorovodCommand = []string{"/bin/false"}; o.FallbackCommand = sshd },
+			opts: func(o *Options) { o.FallbackCommand = sshd },
 			want: mutatedUnannotated(SourceFallback),
-		},
-		"the Horovod command, with --inject-as=args": {
-			job:  flyteJob().obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd; o.InjectAs = InjectArgs },
-			want: result{Outcome: OutcomeMutated, Source: SourceHorovod, ContainerName: "mpi", Args: sshd,
-				Patch: []jsonpatch.Operation{
-					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: sshd},
-					{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationWorkerCommandSource: "horovod"}},
-				}},
-		},
-		"no Worker: the Horovod rule has nothing to read": {
-			job:  flyteJob().noWorker().obj(),
-			opts: func(o *Options) { o.HorovodCommand = sshd },
-			want: unchangedNoCommand,
 		},
 		"an invalid annotation denies even when the worker declares a command": {
 			job:  flyteJob().workerArgs(sshd...).annotation(AnnotationTaskCustom, "{").obj(),

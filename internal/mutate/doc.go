@@ -14,7 +14,10 @@
 // Flyte copies one pod spec into the Launcher and the Worker, and writes a
 // worker command that the task declares into the worker container's args,
 // never its command: the training-operator then runs `sleep 365d` in place of
-// a worker without command, and mpi-operator keeps the args. The worker
+// a worker without command, so the declared command never runs, and
+// mpi-operator keeps the args. A task that declares none needs none: the
+// training-operator's launcher starts the ranks in the sleeping workers with
+// kubectl exec, and Decide leaves its job as Flyte made it. The worker
 // command comes from, in order of precedence:
 //  1. workerReplicas.command in the task custom serialized into the
 //     annotation mpi.flyte.org/task-custom (flytekit's task_type_version 1);
@@ -22,9 +25,8 @@
 //     mpi.flyte.org/worker-spec-command, split into words as a shell would;
 //  3. the worker's args, when they are a command the task declared
 //     (DeclaredWorkerCommand) and Options.InferWorkerCommand is set;
-//  4. Options.HorovodCommand, for a worker that has no command and copies a
-//     Horovod launcher's horovodrun line (HorovodWorker);
-//  5. Options.FallbackCommand, for a worker that has no command.
+//  4. Options.FallbackCommand, for a worker that has no command (none by
+//     default).
 //
 // Each annotation is read from the MPIJob's metadata and, where the key is
 // absent there, from the Worker pod template's metadata. The command goes

@@ -35,19 +35,19 @@ func FuzzDecodeTaskCustom(f *testing.F) {
 // command and args and the source annotation, and applied to its own output
 // changes nothing more.
 func FuzzDecide(f *testing.F) {
-	f.Add(flytekitCustom, "", "", "mpi", uint8(0), false, false, "", "", "")
-	f.Add(legacyCustom, "0", flytekitSpecCommand, "mpi", uint8(1), true, false, "", "", "")
-	f.Add(binaryCustom(f, "/usr/sbin/sshd", "-De"), "1", "", "worker", uint8(2), false, true, "", "", "")
-	f.Add("", "", "a 'b c' \"d\" e\\ f", "", uint8(0), true, true, "", "", "")
-	f.Add(`{"workerReplicas":{"command":["", "\u0000"]}}`, "7", "a;b", "mpi", uint8(3), false, false, "", "", "")
-	f.Add("", "", "", "mpi", uint8(0), false, false, flytekitSpecCommand, "", "")
-	f.Add("", "", "", "mpi", uint8(1), false, true, flytekitSpecCommand, "", "/bin/true")
-	f.Add("", "", "", "mpi", uint8(2), false, false, "pyflyte-execute x", "", "/bin/true -x")
-	f.Add("", "", "", "mpi", uint8(0), false, false, "", flytekitSpecCommand, "")
-	f.Add("", "", "", "mpi", uint8(1), false, false, "", "horovodrun -np 2", "/bin/true")
-	f.Add("", "", "", "mpi", uint8(2), false, false, "/bin/horovodrun x", flytekitSpecCommand, "")
+	f.Add(flytekitCustom, "", "", "mpi", uint8(0), false, false, "", "")
+	f.Add(legacyCustom, "0", flytekitSpecCommand, "mpi", uint8(1), true, false, "", "")
+	f.Add(binaryCustom(f, "/usr/sbin/sshd", "-De"), "1", "", "worker", uint8(2), false, true, "", "")
+	f.Add("", "", "a 'b c' \"d\" e\\ f", "", uint8(0), true, true, "", "")
+	f.Add(`{"workerReplicas":{"command":["", "\u0000"]}}`, "7", "a;b", "mpi", uint8(3), false, false, "", "")
+	f.Add("", "", "", "mpi", uint8(0), false, false, flytekitSpecCommand, "")
+	f.Add("", "", "", "mpi", uint8(1), false, true, flytekitSpecCommand, "/bin/true")
+	f.Add("", "", "", "mpi", uint8(2), false, false, "pyflyte-execute x", "/bin/true -x")
+	f.Add("", "", "", "mpi", uint8(0), false, false, "", flytekitSpecCommand)
+	f.Add("", "", "", "mpi", uint8(1), false, false, "horovodrun -np 2", "/bin/true")
+	f.Add("", "", "", "mpi", uint8(2), false, false, "/bin/horovodrun x", "")
 	f.Fuzz(func(t *testing.T, custom, typeVersion, specCommand, containerName string, mode uint8, onWorker, sidecarFirst bool,
-		workerArgs, horovod, fallback string) {
+		workerArgs, fallback string) {
 		b := flyteJob()
 		set := b.annotation
 		if onWorker {
@@ -66,7 +66,6 @@ func FuzzDecide(f *testing.F) {
 			b.containers(Container{Name: "sidecar", Command: list("envoy")}, Container{Name: "mpi", Args: list(taskArgs...)})
 		}
 		opts := DefaultOptions()
-		opts.HorovodCommand = strings.Fields(horovod)
 		opts.FallbackCommand = strings.Fields(fallback)
 		opts.ContainerName = containerName
 		opts.InjectAs = InjectModes[int(mode)%len(InjectModes)]

@@ -32,10 +32,7 @@ const (
 	// SourceFlyteWorkerArgs is the worker command the task declared, which
 	// Flyte writes into the worker container's args (see DeclaredWorkerCommand).
 	SourceFlyteWorkerArgs Source = "flyte-worker-args"
-	// SourceHorovod is Options.HorovodCommand, for a worker that copies a
-	// Horovod launcher's command (see HorovodWorker).
-	SourceHorovod  Source = "horovod"
-	SourceFallback Source = "fallback"
+	SourceFallback        Source = "fallback"
 )
 
 // InjectMode says how the worker command is written into the container.
@@ -102,11 +99,6 @@ type Options struct {
 	// InferWorkerCommand takes a worker command the task declared, which Flyte
 	// writes into the worker's args, when no annotation gives one.
 	InferWorkerCommand bool
-	// HorovodCommand is used for a worker that copies a Horovod launcher's
-	// command (HorovodWorker) when neither an annotation nor the task gives
-	// one: horovodrun reaches its workers over SSH, so they must run sshd.
-	// Empty means do nothing.
-	HorovodCommand []string
 	// FallbackCommand is used for a worker without a command when neither an
 	// annotation nor the task gives one; empty means do nothing.
 	FallbackCommand []string

@@ -56,16 +56,16 @@ var releaseDifferences = map[string]map[string]releaseDifference{
 // task-custom annotation in @task(annotations=...).
 func taskAnnotationsDropped(release string) releaseDifference {
 	return releaseDifference{
-		want: releaseDecision{Outcome: OutcomeMutated, Source: SourceHorovod, Container: 0, Command: fixtures.SSHD},
+		want: releaseDecision{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1},
 		reason: "flyteidl " + release + "'s TaskMetadata has no metadata field, so @task(annotations=...) never reaches " +
 			"the MPIJob (nor did flytepropeller add task annotations before flyteorg/flyte#6421); the task declares " +
-			"no worker command, so config/default's Horovod rule gives the same sshd, from another source",
+			"no worker command, so its job is left as Flyte made it, as one that declares nothing",
 	}
 }
 
 // TestFlyteReleases holds the webhook's decision on the MPIJob that each
 // Flyte release's backend builds for each task to one decision per task,
-// under config/default's options (the Horovod rule on), through the Decider
+// under config/default's options (the defaults), through the Decider
 // as the handler calls it; and a release that decides differently to the
 // reason in releaseDifferences. Compatibility with a Flyte release, as
 // docs/COMPATIBILITY.md states it, is measured here; test/envtest holds the
@@ -81,10 +81,9 @@ func TestFlyteReleases(t *testing.T) {
 	if diff := cmp.Diff(flyteReleases, documentedReleases(t)); diff != "" {
 		t.Errorf("docs/COMPATIBILITY.md's Flyte rows are not the releases this test measures (-measured +documented):\n%s", diff)
 	}
-	opts := DefaultOptions()
-	opts.HorovodCommand = fixtures.SSHD // as config/default runs it
-	decider := NewDecider(opts)
+	decider := NewDecider(DefaultOptions()) // as config/default runs it
 
+	leftAlone := releaseDecision{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1}
 	runsSSHD := func(source Source) releaseDecision {
 		return releaseDecision{Outcome: OutcomeMutated, Source: source, Container: 0, Command: fixtures.SSHD}
 	}
@@ -93,13 +92,14 @@ func TestFlyteReleases(t *testing.T) {
 		fixtures.HorovodFastRegisterWorkerCommand: runsSSHD(SourceFlyteWorkerArgs),
 		fixtures.HorovodBothCommands:              runsSSHD(SourceFlyteWorkerArgs),
 		fixtures.LegacyWorkerSpecCommand:          runsSSHD(SourceFlyteWorkerArgs),
-		fixtures.HorovodNoWorkerCommand:           runsSSHD(SourceHorovod),
-		fixtures.HorovodLauncherCommand:           runsSSHD(SourceHorovod),
 		fixtures.HorovodPodTemplateAnnotation:     runsSSHD(SourceTaskCustom),
 		fixtures.HorovodTaskAnnotations:           runsSSHD(SourceTaskCustom),
 		fixtures.HorovodLaunchPlanAnnotations:     runsSSHD(SourceTaskCustom),
-		// Unchanged: the worker keeps the args Flyte gave it, mpirun's.
-		fixtures.MPIPlain: {Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1},
+		// Unchanged: the task declares no worker command, and the worker
+		// keeps the args Flyte gave it (the launcher's, or the task's entrypoint).
+		fixtures.HorovodNoWorkerCommand: leftAlone,
+		fixtures.HorovodLauncherCommand: leftAlone,
+		fixtures.MPIPlain:               leftAlone,
 	}
 	for _, task := range fixtures.FlyteJobs {
 		if _, ok := tasks[task]; !ok {
@@ -135,11 +135,11 @@ func TestFlyteReleases(t *testing.T) {
 				got.Command, got.Args = storedWorker(t, sent, d)
 
 				want := tasks[task]
-				if task == fixtures.MPIPlain {
-					_, want.Args = storedWorker(t, sent, Decision{})
-				}
 				if difference, ok := releaseDifferences[release][task]; ok {
 					want = difference.want
+				}
+				if want.Outcome == OutcomeUnchanged {
+					_, want.Args = storedWorker(t, sent, Decision{}) // the args Flyte gave it
 				}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("Flyte %s, task %s: the webhook's decision (-want +got):\n%s", release, task, diff)

@@ -20,7 +20,7 @@ import (
 
 // describeAnnotations declares the specs of the annotations a user adds to a
 // Flyte job, and of the webhook's configuration: on the job Flyte builds for
-// a Horovod task that declares no worker command, whose Worker runs a copy
+// a Horovod task that declares no worker command, whose Worker carries a copy
 // of the Launcher's args.
 func describeAnnotations(s *spec) bool {
 	return Describe("the annotations", func() {

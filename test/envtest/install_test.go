@@ -63,7 +63,7 @@ func describeInstall(s *spec) bool {
 				Expect(c.Create(ctx, obj, client.DryRunAll)).To(Succeed(), "dry-run create of %s %s", kind, client.ObjectKeyFromObject(obj))
 				dryRun = append(dryRun, kind.String())
 			}
-			Expect(dryRun).To(ConsistOf("ServiceAccount", "ConfigMap", "Service", "Deployment.apps",
+			Expect(dryRun).To(ConsistOf("ServiceAccount", "Service", "Deployment.apps",
 				"PodDisruptionBudget.policy", "MutatingWebhookConfiguration.admissionregistration.k8s.io"))
 			// The CA's Issuer and Certificate, and the serving Certificate's Issuer and Certificate.
 			Expect(skipped).To(ConsistOf("Issuer.cert-manager.io", "Certificate.cert-manager.io",

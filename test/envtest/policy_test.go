@@ -6,14 +6,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,13 +67,13 @@ type policyCase struct {
 // jobs where they differ from the newest's: internal/mutate's
 // TestFlyteReleases says why.
 var releaseSources = map[string]map[string]mutate.Source{
-	"v1.9.12": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
-	"v1.10.6": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
-	"v1.13.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
-	"v1.14.0": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
-	"v1.14.1": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
-	"v1.15.2": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
-	"v1.15.3": {fixtures.HorovodTaskAnnotations: mutate.SourceHorovod},
+	"v1.9.12": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
+	"v1.10.6": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
+	"v1.13.0": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
+	"v1.14.0": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
+	"v1.14.1": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
+	"v1.15.2": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
+	"v1.15.3": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
 }
 
 // releasePolicyCases are the kubeflow.org/v1 jobs that the older Flyte
@@ -118,7 +115,7 @@ func policyCases() []policyCase {
 	sources := map[string]mutate.Source{
 		fixtures.HorovodWorkerCommand: mutate.SourceFlyteWorkerArgs, fixtures.HorovodFastRegisterWorkerCommand: mutate.SourceFlyteWorkerArgs,
 		fixtures.HorovodBothCommands: mutate.SourceFlyteWorkerArgs, fixtures.LegacyWorkerSpecCommand: mutate.SourceFlyteWorkerArgs,
-		fixtures.HorovodNoWorkerCommand: mutate.SourceHorovod, fixtures.HorovodLauncherCommand: mutate.SourceHorovod,
+		fixtures.HorovodNoWorkerCommand: mutate.SourceNone, fixtures.HorovodLauncherCommand: mutate.SourceNone,
 		fixtures.HorovodPodTemplateAnnotation: mutate.SourceTaskCustom, fixtures.HorovodTaskAnnotations: mutate.SourceTaskCustom,
 		fixtures.HorovodLaunchPlanAnnotations: mutate.SourceTaskCustom, fixtures.MPIPlain: mutate.SourceNone,
 	}
@@ -146,7 +143,7 @@ func policyCases() []policyCase {
 		policyCase{name: "a declared command, command []", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
 			return setWorker(declared(s), "command", []any{})
 		}},
-		policyCase{name: "no worker command, command []", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+		policyCase{name: "no worker command, command []", job: func(s *spec) *framework.JobBuilder {
 			return setWorker(undeclared(s), "command", []any{})
 		}},
 		policyCase{name: "no worker command, command set", job: func(s *spec) *framework.JobBuilder {
@@ -164,7 +161,7 @@ func policyCases() []policyCase {
 			unstructured.RemoveNestedField(obj.Object, "spec", "mpiReplicaSpecs", "Launcher")
 			return b.Set(obj.Object["spec"], "spec")
 		}},
-		policyCase{name: "no worker command, no Launcher", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+		policyCase{name: "no worker command, no Launcher", job: func(s *spec) *framework.JobBuilder {
 			b := undeclared(s)
 			obj := b.Obj()
 			unstructured.RemoveNestedField(obj.Object, "spec", "mpiReplicaSpecs", "Launcher")
@@ -189,12 +186,6 @@ func policyCases() []policyCase {
 		policyCase{name: "args null", job: func(s *spec) *framework.JobBuilder {
 			return setWorker(declared(s), "args", nil)
 		}},
-		policyCase{name: "horovodrun by its path, no worker command", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
-			b := undeclared(s)
-			args, err := framework.ReplicaArgs(b.Obj(), "Worker")
-			Expect(err).NotTo(HaveOccurred())
-			return setWorker(b, "args", framework.AnyList(append([]string{"/opt/venv/bin/horovodrun"}, args[1:]...)))
-		}},
 		policyCase{name: "annotations absent", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
 			b := declared(s)
 			obj := b.Obj()
@@ -204,7 +195,7 @@ func policyCases() []policyCase {
 		policyCase{name: "annotations null", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
 			return declared(s).Set(nil, "metadata", "annotations")
 		}},
-		policyCase{name: "annotations {}, no worker command", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+		policyCase{name: "annotations {}, no worker command", job: func(s *spec) *framework.JobBuilder {
 			return undeclared(s).Set(map[string]any{}, "metadata", "annotations")
 		}},
 		policyCase{name: "the MPI container not first", warnings: 1, job: func(s *spec) *framework.JobBuilder {
@@ -213,7 +204,7 @@ func policyCases() []policyCase {
 		policyCase{name: "the MPI container not first, no worker command", warnings: 1, job: func(s *spec) *framework.JobBuilder {
 			return undeclared(s).FirstWorkerContainer(sidecar)
 		}},
-		policyCase{name: "a sidecar after the MPI container", source: mutate.SourceHorovod, job: func(s *spec) *framework.JobBuilder {
+		policyCase{name: "a sidecar after the MPI container, no worker command", job: func(s *spec) *framework.JobBuilder {
 			return undeclared(s).WorkerContainer(sidecar)
 		}},
 		policyCase{name: "no Worker", job: func(s *spec) *framework.JobBuilder {
@@ -266,7 +257,6 @@ func describePolicy(s *spec) bool {
 			}
 			configured, err := framework.ConfiguredOptions(render("default"))
 			Expect(err).NotTo(HaveOccurred())
-			Expect(configured.HorovodCommand).To(Equal(fixtures.SSHD), "config/default turns the Horovod rule on")
 
 			Expect(s.env.ServeLabelled(ctx, webhookAloneLabel, configured)).To(Succeed())
 
@@ -332,66 +322,6 @@ func describePolicy(s *spec) bool {
 				"policy: ValidatingAdmissionPolicy", "policy: ValidatingAdmissionPolicyBinding"))
 			Expect(accepted).To(HaveLen(4 + 6 + 4))
 		})
-
-		It("refuses Flyte MPIJobs, naming the binding, when its parameter's ConfigMap is missing", func(ctx SpecContext) {
-			const label = "test.mpi.flyte.org/no-parameter"
-			Expect(s.env.LeaveLabelled(ctx, label)).To(Succeed())
-			binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
-			Expect(s.env.Client.Get(ctx, client.ObjectKey{Name: "flyte-mpi-webhook-worker-command-policy-alone"}, binding)).To(Succeed())
-			missing := binding.DeepCopy()
-			missing.ObjectMeta = metav1.ObjectMeta{Name: "flyte-mpi-webhook-worker-command-no-parameter"}
-			missing.Spec.ParamRef.Name = "no-such-configmap"
-			missing.Spec.MatchResources.ObjectSelector.MatchExpressions[0].Key = label
-			Expect(s.env.Client.Create(ctx, missing)).To(Succeed())
-			defer func() { Expect(s.env.Client.Delete(ctx, missing)).To(Succeed()) }() // not DeferCleanup, which may run once AfterAll has stopped the API server
-
-			job := s.job(fixtures.HorovodWorkerCommand).Label(label, "true").Obj()
-			Eventually(func(g Gomega) { // until the API server has picked up the binding
-				err := s.env.Client.Create(ctx, job.DeepCopy(), client.DryRunAll)
-				g.Expect(err).To(HaveOccurred())
-				g.Expect(err.Error()).To(And(ContainSubstring("binding '"+missing.Name+"' denied request"), ContainSubstring("no params found")))
-			}).WithTimeout(framework.ServeTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
-		})
-
-		DescribeTable("takes the Horovod worker command as words separated by blanks, or not at all",
-			func(ctx SpecContext, name, value string, want []string) {
-				label := "test.mpi.flyte.org/" + name
-				Expect(s.env.LeaveLabelled(ctx, label)).To(Succeed())
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "flyte-mpi-webhook-system", Name: name},
-					Data: map[string]string{"command": value}}
-				Expect(s.env.Client.Create(ctx, cm)).To(Succeed())
-				binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
-				Expect(s.env.Client.Get(ctx, client.ObjectKey{Name: "flyte-mpi-webhook-worker-command-policy-alone"}, binding)).To(Succeed())
-				ours := binding.DeepCopy()
-				ours.ObjectMeta = metav1.ObjectMeta{Name: "flyte-mpi-webhook-worker-command-" + name}
-				ours.Spec.ParamRef.Name = name
-				ours.Spec.MatchResources.ObjectSelector.MatchExpressions[0].Key = label
-				Expect(s.env.Client.Create(ctx, ours)).To(Succeed())
-				// Not DeferCleanup, which may run once AfterAll has stopped the API server; the
-				// binding selects only this spec's label, so one a failure leaves harms no other.
-				defer func() {
-					Expect(s.env.Client.Delete(ctx, ours)).To(Succeed())
-					Expect(s.env.Client.Delete(ctx, cm)).To(Succeed())
-				}()
-				Eventually(func(g Gomega) { // until the API server has picked up the binding: the declared rule applies
-					job := s.job(fixtures.HorovodWorkerCommand).Label(label, "true").Obj()
-					g.Expect(s.env.Client.Create(ctx, job, client.DryRunAll)).To(Succeed())
-					g.Expect(job.GetAnnotations()).To(HaveKey(mutate.AnnotationWorkerCommandSource))
-				}).WithTimeout(framework.ServeTimeout).WithPolling(100 * time.Millisecond).Should(Succeed())
-
-				stored := s.create(ctx, s.job(fixtures.HorovodNoWorkerCommand).Label(label, "true").Obj())
-				if want == nil {
-					Expect(stored.GetAnnotations()).NotTo(HaveKey(mutate.AnnotationWorkerCommandSource))
-					return
-				}
-				Expect(stored.GetAnnotations()).To(HaveKeyWithValue(mutate.AnnotationWorkerCommandSource, string(mutate.SourceHorovod)))
-				Expect(framework.WorkerContainers(stored)[0]).To(HaveKeyWithValue("command", framework.AnyList(want)))
-			},
-			Entry("blanks around and between the words", "horovod-blanks", "  /usr/sbin/sshd   -De -f /home/jobuser/.sshd_config ", fixtures.SSHD),
-			Entry("quotes, which the webhook would split as sh does", "horovod-quotes", `/usr/sbin/sshd -De -f '/home/job user/.sshd_config'`, nil),
-			Entry("a variable assignment first, which the webhook refuses", "horovod-assignment", "HOME=/tmp /usr/sbin/sshd -De", nil),
-			Entry("empty: the rule is off", "horovod-off", "", nil),
-		)
 
 		cases := policyCases()
 		if s.version == "v1" { // Flyte creates kubeflow.org/v1 MPIJobs only

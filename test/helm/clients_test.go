@@ -6,10 +6,8 @@ import (
 	"time"
 
 	actionv3 "helm.sh/helm/v3/pkg/action"
-	chartv3 "helm.sh/helm/v3/pkg/chart"
 	loaderv3 "helm.sh/helm/v3/pkg/chart/loader"
 	actionv4 "helm.sh/helm/v4/pkg/action"
-	chartv4 "helm.sh/helm/v4/pkg/chart"
 	loaderv4 "helm.sh/helm/v4/pkg/chart/loader"
 	kubev4 "helm.sh/helm/v4/pkg/kube"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -18,11 +16,13 @@ import (
 // helmTimeout bounds one helm action.
 const helmTimeout = 2 * time.Minute
 
-// helmCLI is what a test does with the chart, as `helm install`, `helm
-// upgrade` and `helm uninstall` of one release do.
+// helmCLI is what a test does with a chart, as `helm install`, `helm
+// upgrade` and `helm uninstall` of one release do. chart is the chart's
+// directory: the work tree's (ChartDir), or an older release's (v010).
 type helmCLI interface {
-	install(values map[string]any) error
-	upgrade(values map[string]any) error
+	install(chart string, values map[string]any) error
+	// upgrade is `helm upgrade`, with reuseValues `helm upgrade --reuse-values`.
+	upgrade(chart string, values map[string]any, reuseValues bool) error
 	uninstall() error
 }
 
@@ -48,8 +48,8 @@ func newHelm3(kubeconfig, namespace string) (*helm3, error) {
 	return &helm3{cfg: cfg, namespace: namespace}, nil
 }
 
-func (h *helm3) install(values map[string]any) error {
-	chart, err := loadChartV3()
+func (h *helm3) install(dir string, values map[string]any) error {
+	chart, err := loaderv3.Load(dir)
 	if err != nil {
 		return err
 	}
@@ -60,13 +60,13 @@ func (h *helm3) install(values map[string]any) error {
 	return err
 }
 
-func (h *helm3) upgrade(values map[string]any) error {
-	chart, err := loadChartV3()
+func (h *helm3) upgrade(dir string, values map[string]any, reuseValues bool) error {
+	chart, err := loaderv3.Load(dir)
 	if err != nil {
 		return err
 	}
 	upgrade := actionv3.NewUpgrade(h.cfg)
-	upgrade.Namespace, upgrade.Timeout = h.namespace, helmTimeout
+	upgrade.Namespace, upgrade.Timeout, upgrade.ReuseValues = h.namespace, helmTimeout, reuseValues
 	_, err = upgrade.Run(ReleaseName, chart, values)
 	return err
 }
@@ -76,14 +76,6 @@ func (h *helm3) uninstall() error {
 	uninstall.Timeout = helmTimeout
 	_, err := uninstall.Run(ReleaseName)
 	return err
-}
-
-func loadChartV3() (*chartv3.Chart, error) {
-	dir, err := ChartDir()
-	if err != nil {
-		return nil, err
-	}
-	return loaderv3.Load(dir)
 }
 
 // helm4 drives the Helm 4 SDK (helm.sh/helm/v4), as the helm 4 CLI does:
@@ -101,8 +93,8 @@ func newHelm4(kubeconfig, namespace string) (*helm4, error) {
 	return &helm4{cfg: cfg, namespace: namespace}, nil
 }
 
-func (h *helm4) install(values map[string]any) error {
-	chart, err := loadChartV4()
+func (h *helm4) install(dir string, values map[string]any) error {
+	chart, err := loaderv4.Load(dir)
 	if err != nil {
 		return err
 	}
@@ -113,13 +105,14 @@ func (h *helm4) install(values map[string]any) error {
 	return err
 }
 
-func (h *helm4) upgrade(values map[string]any) error {
-	chart, err := loadChartV4()
+func (h *helm4) upgrade(dir string, values map[string]any, reuseValues bool) error {
+	chart, err := loaderv4.Load(dir)
 	if err != nil {
 		return err
 	}
 	upgrade := actionv4.NewUpgrade(h.cfg)
 	upgrade.Namespace, upgrade.Timeout, upgrade.WaitStrategy = h.namespace, helmTimeout, kubev4.HookOnlyStrategy
+	upgrade.ReuseValues = reuseValues
 	_, err = upgrade.Run(ReleaseName, chart, values)
 	return err
 }
@@ -129,12 +122,4 @@ func (h *helm4) uninstall() error {
 	uninstall.Timeout, uninstall.WaitStrategy = helmTimeout, kubev4.HookOnlyStrategy
 	_, err := uninstall.Run(ReleaseName)
 	return err
-}
-
-func loadChartV4() (chartv4.Charter, error) {
-	dir, err := ChartDir()
-	if err != nil {
-		return nil, err
-	}
-	return loaderv4.Load(dir)
 }

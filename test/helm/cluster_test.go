@@ -190,7 +190,8 @@ var (
 	buildWebhookErr  error
 )
 
-// buildWebhook builds cmd/webhook once per test binary, through Go's build cache.
+// buildWebhook builds the work tree's cmd/webhook once per test binary,
+// through Go's build cache.
 func buildWebhook(t *testing.T) string {
 	t.Helper()
 	buildWebhookOnce.Do(func() {
@@ -199,17 +200,7 @@ func buildWebhook(t *testing.T) string {
 			buildWebhookErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "chart-webhook-")
-		if err != nil {
-			buildWebhookErr = err
-			return
-		}
-		webhookBinary = filepath.Join(dir, "webhook")
-		cmd := exec.Command("go", "build", "-o", webhookBinary, "./cmd/webhook")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildWebhookErr = fmt.Errorf("go build ./cmd/webhook: %w\n%s", err, out)
-		}
+		webhookBinary, buildWebhookErr = goBuildWebhook(root)
 	})
 	if buildWebhookErr != nil {
 		t.Fatal(buildWebhookErr)
@@ -217,14 +208,49 @@ func buildWebhook(t *testing.T) string {
 	return webhookBinary
 }
 
+// goBuildWebhook builds cmd/webhook of the module in root into a temporary
+// directory, which TestMain removes, and returns the binary's path.
+func goBuildWebhook(root string) (string, error) {
+	dir, err := testTempDir("chart-webhook-")
+	if err != nil {
+		return "", err
+	}
+	binary := filepath.Join(dir, "webhook")
+	cmd := exec.Command("go", "build", "-o", binary, "./cmd/webhook")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/webhook in %s: %w\n%s", root, err, out)
+	}
+	return binary, nil
+}
+
+var (
+	tempDirsMu sync.Mutex
+	tempDirs   []string
+)
+
+// testTempDir makes a temporary directory that outlives one test, for what
+// the test binary builds once; TestMain removes it.
+func testTempDir(pattern string) (string, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	tempDirsMu.Lock()
+	defer tempDirsMu.Unlock()
+	tempDirs = append(tempDirs, dir)
+	return dir, nil
+}
+
 // runWebhook does what a kubelet would do with the chart's Deployment in
-// namespace: it runs the webhook binary with the container's args, the
+// namespace: it runs the webhook binary (buildWebhook's, or an older
+// release's) with the container's args, the
 // $(VAR)s expanded from its env and the ConfigMap, the memory limit in its
 // env, and the serving certificate of the Secret the pods mount, and routes
 // the API server's calls to it. The listening addresses are the test's own.
 // It returns once the webhook is ready; the process ends when t does, or at
 // the stop it returns.
-func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace string) (stop func()) {
+func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binary string) (stop func()) {
 	t.Helper()
 	deployment := &appsv1.Deployment{}
 	if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ReleaseName + "-webhook-server"}, deployment); err != nil {
@@ -284,7 +310,7 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace string
 	args = append(args, "--cert-dir="+certDir, "--port="+strconv.Itoa(port), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(healthPort),
 		"--metrics-bind-address=0")
 
-	cmd := exec.Command(buildWebhook(t), args...)
+	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), "MEMORY_LIMIT="+strconv.FormatInt(container.Resources.Limits.Memory().Value(), 10))
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -49,6 +49,11 @@ func Render(values map[string]any, apiVersions ...string) (*manifests.Manifests,
 	if err != nil {
 		return nil, err
 	}
+	return RenderChart(dir, values, apiVersions...)
+}
+
+// RenderChart is Render for the chart in dir, such as an older release's.
+func RenderChart(dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
 	chart, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)

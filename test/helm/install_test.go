@@ -30,24 +30,27 @@ const admissionTimeout = 30 * time.Second
 const jobsNamespace = "flyte-jobs"
 
 // storedSource is, for each Flyte-built job of testdata/flyte, the source
-// the webhook's decision gives it with the chart's defaults (the Horovod
-// rule on), as test/envtest's policy specs hold it: none means stored as
-// Flyte made it.
+// the webhook's decision gives it with the chart's defaults, as
+// test/envtest's policy specs hold it: none means stored as Flyte made it,
+// as a task that declares no worker command is.
 var storedSource = map[string]mutate.Source{
 	fixtures.HorovodWorkerCommand: mutate.SourceFlyteWorkerArgs, fixtures.HorovodFastRegisterWorkerCommand: mutate.SourceFlyteWorkerArgs,
 	fixtures.HorovodBothCommands: mutate.SourceFlyteWorkerArgs, fixtures.LegacyWorkerSpecCommand: mutate.SourceFlyteWorkerArgs,
-	fixtures.HorovodNoWorkerCommand: mutate.SourceHorovod, fixtures.HorovodLauncherCommand: mutate.SourceHorovod,
+	fixtures.HorovodNoWorkerCommand: mutate.SourceNone, fixtures.HorovodLauncherCommand: mutate.SourceNone,
 	fixtures.HorovodPodTemplateAnnotation: mutate.SourceTaskCustom, fixtures.HorovodTaskAnnotations: mutate.SourceTaskCustom,
 	fixtures.HorovodLaunchPlanAnnotations: mutate.SourceTaskCustom, fixtures.MPIPlain: mutate.SourceNone,
 }
 
-// sourceIn is the source a job gets in mode: the policy alone reads no
+// sourcesIn is sources as mode stores them: the policy alone reads no
 // annotation, and admits such a job as Flyte made it.
-func sourceIn(mode, job string) mutate.Source {
-	if source := storedSource[job]; mode != "policy" || source != mutate.SourceTaskCustom {
-		return source
+func sourcesIn(mode string, sources map[string]mutate.Source) map[string]mutate.Source {
+	out := maps.Clone(sources)
+	for job, source := range out {
+		if mode == "policy" && source == mutate.SourceTaskCustom {
+			out[job] = mutate.SourceNone
+		}
 	}
-	return mutate.SourceNone
+	return out
 }
 
 // helms are the Helm SDKs a release is installed with, each into a
@@ -62,12 +65,11 @@ var helms = []struct {
 }
 
 // TestInstall installs, upgrades and uninstalls the chart in each mode with
-// Helm 3 and Helm 4, into envtest's API server for each MPIJob version, and
-// switches modes with helm upgrade. After each install and upgrade, every
-// job of testdata/flyte is stored as the webhook decides; an upgrade keeps
-// the generated certificate; an uninstall removes every configuration and
-// policy, and keeps the policy's parameter, which each next install of the
-// release takes over.
+// Helm 3 and Helm 4, into envtest's API server for each MPIJob version,
+// upgrades to it from release v0.1.0, and switches modes with helm upgrade.
+// After each install and upgrade, every job of testdata/flyte is stored as
+// the webhook decides; an upgrade keeps the generated certificate; an
+// uninstall removes every configuration and policy.
 func TestInstall(t *testing.T) {
 	ctx := t.Context()
 	for _, version := range []string{"v2beta1", "v1"} {
@@ -77,6 +79,9 @@ func TestInstall(t *testing.T) {
 			if err := c.client.Create(ctx, ns); err != nil {
 				t.Fatal(err)
 			}
+			t.Run("the policies of v0.1.0 and of this chart, mixed", func(t *testing.T) {
+				c.mixPolicies(ctx, t)
+			})
 			for _, h := range helms {
 				t.Run(h.name, func(t *testing.T) {
 					cli, err := h.client(c.kubeconfig, h.namespace)
@@ -87,15 +92,13 @@ func TestInstall(t *testing.T) {
 						t.Run("install, upgrade, uninstall, mode "+mode, func(t *testing.T) {
 							c.installUpgradeUninstall(ctx, t, cli, h.namespace, mode)
 						})
+						t.Run("upgrade from v0.1.0 with --reuse-values, mode "+mode, func(t *testing.T) {
+							c.upgradeFromV010(ctx, t, cli, h.namespace, mode)
+						})
 					}
 					t.Run("switch modes with helm upgrade", func(t *testing.T) {
 						c.switchModes(ctx, t, cli, h.namespace)
 					})
-					// What helm uninstall kept, as the chart's README says to.
-					kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.namespace, Name: ReleaseName + "-horovod-worker-command"}}
-					if err := c.client.Delete(ctx, kept); err != nil {
-						t.Errorf("deleting the ConfigMap helm uninstall kept: %v", err)
-					}
 				})
 			}
 		})
@@ -113,25 +116,35 @@ func installValues(mode string) map[string]any {
 
 func runsWebhook(mode string) bool { return mode != "policy" }
 
+// workTreeChart is the directory of the chart under test.
+func workTreeChart(t *testing.T) string {
+	t.Helper()
+	dir, err := ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli helmCLI, namespace, mode string) {
-	if err := cli.install(installValues(mode)); err != nil {
+	if err := cli.install(workTreeChart(t), installValues(mode)); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
 	stop := func() {}
 	if runsWebhook(mode) {
-		stop = c.runWebhook(ctx, t, namespace)
+		stop = c.runWebhook(ctx, t, namespace, buildWebhook(t))
 	}
 	c.expectJobsStoredAsDecided(ctx, t, mode)
 	caBundle, secret := c.generatedCertificate(ctx, t, namespace, mode)
 
 	upgraded := installValues(mode)
 	upgraded["replicas"] = 3
-	if err := cli.upgrade(upgraded); err != nil {
+	if err := cli.upgrade(workTreeChart(t), upgraded, false); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
 	}
 	if runsWebhook(mode) {
 		stop() // the rollout: new pods, from the Deployment as upgraded
-		stop = c.runWebhook(ctx, t, namespace)
+		stop = c.runWebhook(ctx, t, namespace, buildWebhook(t))
 	}
 	gotCABundle, gotSecret := c.generatedCertificate(ctx, t, namespace, mode)
 	if caBundle != gotCABundle {
@@ -142,30 +155,63 @@ func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli
 	}
 	c.expectJobsStoredAsDecided(ctx, t, mode)
 
-	if err := cli.uninstall(); err != nil {
-		t.Fatalf("helm uninstall: %v", err)
+	c.uninstall(ctx, t, cli, stop)
+}
+
+// upgradeFromV010 installs release v0.1.0 in mode, its chart and its
+// webhook, and upgrades it to the chart under test as the README says, with
+// helm upgrade --reuse-values, which keeps v0.1.0's default values. v0.1.0
+// gives a Horovod task that declares no worker command the sshd of its
+// Horovod rule; the upgrade leaves such a job as Flyte made it, still
+// injects a worker command the task declared, and leaves v0.1.0's ConfigMap
+// behind, which nothing reads: once it is deleted, as CHANGELOG.md says one
+// may, every job is stored as before.
+func (c *cluster) upgradeFromV010(ctx context.Context, t *testing.T, cli helmCLI, namespace, mode string) {
+	chart, binary := v010(t)
+	if err := cli.install(chart, installValues(mode)); err != nil {
+		t.Fatalf("helm install of v0.1.0: %v", err)
 	}
-	stop()
-	c.expectUninstalled(ctx, t, namespace)
+	stop := func() {}
+	if runsWebhook(mode) {
+		stop = c.runWebhook(ctx, t, namespace, binary)
+	}
+	c.expectStored(ctx, t, mode, sourcesIn(mode, v010StoredSource()))
+
+	if err := cli.upgrade(workTreeChart(t), nil, true); err != nil {
+		t.Fatalf("helm upgrade --reuse-values from v0.1.0: %v", err)
+	}
+	if runsWebhook(mode) {
+		stop() // the rollout
+		stop = c.runWebhook(ctx, t, namespace, buildWebhook(t))
+	}
+	c.expectJobsStoredAsDecided(ctx, t, mode)
+
+	left := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ReleaseName + "-horovod-worker-command"}}
+	if err := c.client.Delete(ctx, left); err != nil {
+		t.Errorf("deleting the ConfigMap v0.1.0 left behind: %v", err)
+	}
+	c.expectJobsStoredAsDecided(ctx, t, mode)
+
+	c.uninstall(ctx, t, cli, stop)
 }
 
 // switchModes goes from mode webhook to both, to policy and back to webhook
 // through both, with helm upgrade, as the chart's README gives the order.
 func (c *cluster) switchModes(ctx context.Context, t *testing.T, cli helmCLI, namespace string) {
-	if err := cli.install(installValues("webhook")); err != nil {
+	if err := cli.install(workTreeChart(t), installValues("webhook")); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
-	stop := c.runWebhook(ctx, t, namespace)
+	stop := c.runWebhook(ctx, t, namespace, buildWebhook(t))
 	c.expectJobsStoredAsDecided(ctx, t, "webhook")
 	caBundle, _ := c.generatedCertificate(ctx, t, namespace, "webhook")
 	previous := "webhook"
 	for _, mode := range []string{"both", "policy", "both", "webhook"} {
-		if err := cli.upgrade(withImage("mode", mode)); err != nil {
+		if err := cli.upgrade(workTreeChart(t), withImage("mode", mode), false); err != nil {
 			t.Fatalf("helm upgrade from mode %s to %s: %v", previous, mode, err)
 		}
 		stop()
 		if runsWebhook(mode) {
-			stop = c.runWebhook(ctx, t, namespace)
+			stop = c.runWebhook(ctx, t, namespace, buildWebhook(t))
 			// Mode policy has no webhook, and so no certificate to keep.
 			got, _ := c.generatedCertificate(ctx, t, namespace, mode)
 			if runsWebhook(previous) && got != caBundle {
@@ -176,11 +222,18 @@ func (c *cluster) switchModes(ctx context.Context, t *testing.T, cli helmCLI, na
 		c.expectJobsStoredAsDecided(ctx, t, mode)
 		previous = mode
 	}
+	c.uninstall(ctx, t, cli, stop)
+}
+
+// uninstall runs helm uninstall, stops the webhook the release ran (stop),
+// and checks that the release left nothing that admits a job.
+func (c *cluster) uninstall(ctx context.Context, t *testing.T, cli helmCLI, stop func()) {
+	t.Helper()
 	if err := cli.uninstall(); err != nil {
 		t.Fatalf("helm uninstall: %v", err)
 	}
 	stop()
-	c.expectUninstalled(ctx, t, namespace)
+	c.expectUninstalled(ctx, t)
 }
 
 // generatedCertificate returns the caBundle of the webhook's configuration
@@ -206,20 +259,20 @@ func (c *cluster) generatedCertificate(ctx context.Context, t *testing.T, namesp
 }
 
 // expectJobsStoredAsDecided creates every job of testdata/flyte and checks
-// that it is stored as the webhook decides in mode (storedSource). It waits
-// first, with dry-run creations, for the API server to apply what was just
-// installed; then creates each job for real.
+// that it is stored as the webhook decides in mode (storedSource).
 func (c *cluster) expectJobsStoredAsDecided(ctx context.Context, t *testing.T, mode string) {
 	t.Helper()
-	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, admissionTimeout, true, func(ctx context.Context) (bool, error) {
-		lastErr = c.checkJobs(ctx, mode, client.DryRunAll)
-		return lastErr == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("mode %s: the jobs, dry-run, are not stored as the webhook decides: %v", mode, errors.Join(err, lastErr))
-	}
-	if err := c.checkJobs(ctx, mode); err != nil {
+	c.expectStored(ctx, t, mode, sourcesIn(mode, storedSource))
+}
+
+// expectStored creates every job of sources and checks that it is stored
+// with its source, by what mode installed: it waits for the API server to
+// apply what was just installed (waitForJobsStored), then creates each job
+// for real.
+func (c *cluster) expectStored(ctx context.Context, t *testing.T, mode string, sources map[string]mutate.Source) {
+	t.Helper()
+	c.waitForJobsStored(ctx, t, sources)
+	if err := c.checkJobs(ctx, sources); err != nil {
 		t.Fatalf("mode %s: %v", mode, err)
 	}
 	if runsWebhook(mode) {
@@ -234,6 +287,21 @@ func (c *cluster) expectJobsStoredAsDecided(ctx context.Context, t *testing.T, m
 	}
 }
 
+// waitForJobsStored waits, with dry-run creations, until every job of
+// sources is stored with its source: the API server applies what was just
+// installed, or deleted, a moment later.
+func (c *cluster) waitForJobsStored(ctx context.Context, t *testing.T, sources map[string]mutate.Source) {
+	t.Helper()
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, admissionTimeout, true, func(ctx context.Context) (bool, error) {
+		lastErr = c.checkJobs(ctx, sources, client.DryRunAll)
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the jobs, dry-run, are not stored with their sources %v: %v", sources, errors.Join(err, lastErr))
+	}
+}
+
 // webhookNamespace is the namespace of the webhook configuration's Service.
 func (c *cluster) webhookNamespace(ctx context.Context, t *testing.T) string {
 	t.Helper()
@@ -244,11 +312,11 @@ func (c *cluster) webhookNamespace(ctx context.Context, t *testing.T) string {
 	return hook.Webhooks[0].ClientConfig.Service.Namespace
 }
 
-// checkJobs creates each job of testdata/flyte, with opts, and returns an
-// error naming those not stored as decided.
-func (c *cluster) checkJobs(ctx context.Context, mode string, opts ...client.CreateOption) error {
+// checkJobs creates each job of sources, with opts, and returns an error
+// naming those not stored with their source.
+func (c *cluster) checkJobs(ctx context.Context, sources map[string]mutate.Source, opts ...client.CreateOption) error {
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(storedSource)) {
+	for _, name := range slices.Sorted(maps.Keys(sources)) {
 		job, err := fixtures.FlyteJob(c.version, name)
 		if err != nil {
 			return err
@@ -261,7 +329,7 @@ func (c *cluster) checkJobs(ctx context.Context, mode string, opts ...client.Cre
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
-		if err := storedAsDecided(job, sent, sourceIn(mode, name)); err != nil {
+		if err := storedAsDecided(job, sent, sources[name]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
@@ -295,12 +363,20 @@ func storedAsDecided(stored, sent *unstructured.Unstructured, source mutate.Sour
 	return nil
 }
 
+// unchanged are the sources of Flyte's jobs with nothing installed: each is
+// stored as Flyte made it.
+func unchanged() map[string]mutate.Source {
+	sources := map[string]mutate.Source{}
+	for name := range storedSource {
+		sources[name] = mutate.SourceNone
+	}
+	return sources
+}
+
 // expectUninstalled checks that the release left no webhook configuration
-// and no policy, that the policy's parameter stays (resource-policy keep),
-// and that Flyte's jobs are stored as Flyte made them once the API server
-// has let go of them. The kept parameter stays, for the next install of the
-// release to take over.
-func (c *cluster) expectUninstalled(ctx context.Context, t *testing.T, namespace string) {
+// and no policy, and that Flyte's jobs are stored as Flyte made them once
+// the API server has let go of them.
+func (c *cluster) expectUninstalled(ctx context.Context, t *testing.T) {
 	t.Helper()
 	for _, obj := range []client.Object{
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ReleaseName + "-mutating-webhook-configuration"}},
@@ -312,35 +388,5 @@ func (c *cluster) expectUninstalled(ctx context.Context, t *testing.T, namespace
 			t.Errorf("after helm uninstall, %T %s: want NotFound, got %v", obj, obj.GetName(), err)
 		}
 	}
-	kept := &corev1.ConfigMap{}
-	if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ReleaseName + "-horovod-worker-command"}, kept); err != nil {
-		t.Errorf("helm uninstall did not keep the policy's parameter: %v", err)
-	}
-	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, admissionTimeout, true, func(ctx context.Context) (bool, error) {
-		lastErr = c.checkJobsUnchanged(ctx)
-		return lastErr == nil, nil
-	})
-	if err != nil {
-		t.Errorf("after helm uninstall, Flyte's jobs are not stored as Flyte made them: %v", errors.Join(err, lastErr))
-	}
-}
-
-// checkJobsUnchanged dry-runs every job and returns an error unless each is stored as sent.
-func (c *cluster) checkJobsUnchanged(ctx context.Context) error {
-	var errs []error
-	for name := range storedSource {
-		job, err := fixtures.FlyteJob(c.version, name)
-		if err != nil {
-			return err
-		}
-		job.SetNamespace(jobsNamespace)
-		sent := job.DeepCopy()
-		if err := c.client.Create(ctx, job, client.DryRunAll); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		} else if err := storedAsDecided(job, sent, mutate.SourceNone); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
-	}
-	return errors.Join(errs...)
+	c.waitForJobsStored(ctx, t, unchanged())
 }

@@ -2,7 +2,6 @@ package helm
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -14,8 +13,8 @@ func TestMain(m *testing.M) {
 	// logger, which would otherwise complain, with a stack, that none is set.
 	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
-	if webhookBinary != "" {
-		_ = os.RemoveAll(filepath.Dir(webhookBinary))
+	for _, dir := range tempDirs {
+		_ = os.RemoveAll(dir)
 	}
 	os.Exit(code)
 }

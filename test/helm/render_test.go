@@ -100,13 +100,12 @@ func fields(t *testing.T, m *manifests.Manifests, want map[string]string) map[st
 const (
 	deployment    = "Deployment/flyte-mpi-webhook-webhook-server"
 	webhookConfig = "MutatingWebhookConfiguration/flyte-mpi-webhook-mutating-webhook-configuration"
-	configMap     = "ConfigMap/flyte-mpi-webhook-horovod-worker-command"
 	binding       = "MutatingAdmissionPolicyBinding/flyte-mpi-webhook-worker-command"
 	container     = "{.spec.template.spec.containers[0]"
 )
 
 // webhookObjects are the objects of mode webhook with generated certificates.
-var webhookObjects = []string{configMap, deployment, webhookConfig,
+var webhookObjects = []string{deployment, webhookConfig,
 	"PodDisruptionBudget/flyte-mpi-webhook-webhook-server", "Secret/flyte-mpi-webhook-webhook-server-cert",
 	"Service/flyte-mpi-webhook-webhook-service", "ServiceAccount/flyte-mpi-webhook-webhook-server"}
 
@@ -122,7 +121,7 @@ func sorted(lists ...[]string) []string {
 
 func TestRender(t *testing.T) {
 	defaultArgs := `["--cert-dir=/tmp/k8s-webhook-server/serving-certs","--port=9443","--health-probe-bind-address=:8081",` +
-		`"--metrics-bind-address=:8080","--horovod-worker-command=$(HOROVOD_WORKER_COMMAND)"`
+		`"--metrics-bind-address=:8080"`
 	cases := []struct {
 		name        string
 		values      map[string]any
@@ -147,8 +146,7 @@ func TestRender(t *testing.T) {
 			webhookConfig + " {.webhooks[0].namespaceSelector.matchExpressions}":              `[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","flyte-mpi-webhook-system"]}]`,
 			webhookConfig + " {.webhooks[0].matchConditions}":                                 "(missing)",
 			"Secret/flyte-mpi-webhook-webhook-server-cert {.type}":                            "kubernetes.io/tls",
-			configMap + " {.data.command}":                                                    "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config",
-			configMap + " {.metadata.annotations.helm\\.sh/resource-policy}":                  "keep",
+			deployment + " " + container + ".env[*].name}":                                    "MEMORY_LIMIT",
 			"ServiceAccount/flyte-mpi-webhook-webhook-server {.automountServiceAccountToken}": "false",
 		},
 	}, {
@@ -159,13 +157,14 @@ func TestRender(t *testing.T) {
 			deployment + " " + container + ".imagePullPolicy}": "Always",
 		},
 	}, {
-		name:        "mode policy: no webhook, no image needed, the policy's parameter in the release's namespace",
+		name:        "mode policy: no webhook, no image needed, no parameter",
 		values:      values("mode", "policy"),
 		apiVersions: []string{MutatingAdmissionPolicyAPI},
-		objects: sorted(policyObjects, []string{configMap, "ValidatingAdmissionPolicy/flyte-mpi-webhook-no-webhook",
+		objects: sorted(policyObjects, []string{"ValidatingAdmissionPolicy/flyte-mpi-webhook-no-webhook",
 			"ValidatingAdmissionPolicyBinding/flyte-mpi-webhook-no-webhook"}),
 		want: map[string]string{
-			binding + " {.spec.paramRef}": `{"name":"flyte-mpi-webhook-horovod-worker-command","namespace":"flyte-mpi-webhook-system","parameterNotFoundAction":"Deny"}`,
+			binding + " {.spec.paramRef}": "(missing)",
+			"MutatingAdmissionPolicy/flyte-mpi-webhook-worker-command {.spec.paramKind}": "(missing)",
 		},
 	}, {
 		name:        "mode both: the webhook gets what the policy leaves",
@@ -203,12 +202,19 @@ func TestRender(t *testing.T) {
 		name: "every decision flag, and the log level",
 		values: withImage("decisions.fallbackWorkerCommand", "/usr/sbin/sshd -D -o 'X=$(Y)'", "decisions.onInvalid", "warn",
 			"decisions.inferWorkerCommand", false, "decisions.injectAs", "args", "decisions.containerName", "main",
-			"decisions.flyteTaskSelector", "execution-id", "decisions.horovodWorkerCommand", "", "logLevel", "debug"),
+			"decisions.flyteTaskSelector", "execution-id", "logLevel", "debug"),
 		want: map[string]string{
 			deployment + " " + container + ".args}": defaultArgs + `,"--fallback-worker-command=/usr/sbin/sshd -D -o 'X=$$(Y)'",` +
 				`"--on-invalid=warn","--infer-worker-command=false","--inject-as=args","--container-name=main",` +
 				`"--flyte-task-selector=execution-id","--zap-log-level=debug"]`,
-			configMap + " {.data.command}": "",
+		},
+	}, {
+		// helm upgrade --reuse-values from 0.1.0 keeps 0.1.0's default values.
+		name:    "0.1.0's decisions.horovodWorkerCommand: accepted, and ignored",
+		values:  withImage("decisions.horovodWorkerCommand", "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"),
+		objects: webhookObjects,
+		want: map[string]string{
+			deployment + " " + container + ".args}": defaultArgs + "]",
 		},
 	}, {
 		name: "the pods' settings",

@@ -6,7 +6,6 @@ package manifests_test
 
 import (
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -28,7 +27,6 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
-	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
@@ -150,7 +148,6 @@ func TestDefaultRendersEachObjectOnceInItsNamespace(t *testing.T) {
 	want := []id{
 		{"Namespace", "", namespace},
 		{"ServiceAccount", namespace, "flyte-mpi-webhook-webhook-server"},
-		{"ConfigMap", namespace, "flyte-mpi-webhook-horovod-worker-command"},
 		{"Service", namespace, "flyte-mpi-webhook-webhook-service"},
 		{"Deployment", namespace, "flyte-mpi-webhook-webhook-server"},
 		{"PodDisruptionBudget", namespace, "flyte-mpi-webhook-webhook-server"},
@@ -394,6 +391,9 @@ func TestDefaultContainerArgsAreFlagsOfTheBinary(t *testing.T) {
 	}{
 		{name: "the Deployment's", args: in.args, ok: true},
 		{name: "an unknown flag", args: []string{"--no-such-flag=1"}, ok: false},
+		// v0.1.0's, gone with the Horovod rule: an overlay that still sets it
+		// gets a webhook that does not start (CHANGELOG.md).
+		{name: "--horovod-worker-command", args: []string{"--horovod-worker-command=/usr/sbin/sshd -De"}, ok: false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := exec.Command(binary, append(slices.Clone(tt.args), "-h")...).CombinedOutput()
@@ -509,75 +509,27 @@ func TestFailurePolicyIgnoreChangesOnlyTheFailurePolicy(t *testing.T) {
 	}
 }
 
-// TestDefaultTurnsTheHorovodRuleOn checks that the webhook gets the Horovod
-// worker command from the one place of config/horovod, and that the overlay
-// line its comment documents turns the rule off.
-func TestDefaultTurnsTheHorovodRuleOn(t *testing.T) {
+// TestDefaultDecidesWithTheBinaryDefaults checks that the webhook of
+// config/default gets no decision flag and reads no ConfigMap: it decides as
+// mutate.DefaultOptions, which leave a job whose task declares no worker
+// command as Flyte made it (test/envtest proves the policy decides the same).
+func TestDefaultDecidesWithTheBinaryDefaults(t *testing.T) {
 	in := renderDefault(t)
-	command, err := mutate.SplitCommand(in.flags["horovod-worker-command"])
-	if err != nil {
-		t.Fatalf("--horovod-worker-command: %v", err)
-	}
-	if diff := cmp.Diff(fixtures.SSHD, command); diff != "" {
-		t.Errorf("--horovod-worker-command, split (-want +got):\n%s", diff)
-	}
-	// The policy splits the value at blanks (config/policy): both must agree.
-	if value := horovodWorkerCommand(t, in.Manifests); !slices.Equal(strings.Fields(value), command) {
-		t.Errorf("the ConfigMap's value %q split at blanks is %q; the webhook splits it as sh, into %q", value, strings.Fields(value), command)
-	}
-
-	off := render(t, overlay(t, filepath.Join(configDir, "default"), documentedOverlayLine(t)), "")
-	in.Manifests = off
-	if in.args, err = off.ExpandedArgs(in.container, namespace); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(in.args, "--horovod-worker-command=") {
-		t.Errorf("with the documented overlay line, the args are %q; want --horovod-worker-command= (off)", in.args)
-	}
-}
-
-// horovodWorkerCommand returns the command of the rendered horovod-worker-command ConfigMap.
-func horovodWorkerCommand(t *testing.T, m *manifests.Manifests) string {
-	t.Helper()
-	cm, err := m.FindNamed("ConfigMap", "flyte-mpi-webhook-horovod-worker-command")
-	if err != nil {
-		t.Fatal(err)
-	}
-	value, _, _ := unstructured.NestedString(cm.Object, "data", "command")
-	return value
-}
-
-// documentedOverlayLine returns the patches line that config/horovod's comment gives.
-func documentedOverlayLine(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(configDir, "horovod", "configmap.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "#   - {target:"); ok {
-			return "patches:\n- {target:" + rest + "\n"
+	var got []string
+	for name := range in.flags {
+		if !slices.Contains([]string{"cert-dir", "port", "health-probe-bind-address", "metrics-bind-address"}, name) {
+			got = append(got, name)
 		}
 	}
-	t.Fatal("config/horovod/configmap.yaml documents no overlay line")
-	return ""
-}
-
-// overlay writes a kustomization over base with the extra lines to a
-// temporary directory, and returns the directory.
-func overlay(t *testing.T, base, lines string) string {
-	t.Helper()
-	dir := t.TempDir()
-	abs, err := filepath.Abs(base)
-	if err != nil {
-		t.Fatal(err)
+	if len(got) > 0 {
+		t.Errorf("the container sets the decision flags %q; want the binary's defaults", got)
 	}
-	rel, err := filepath.Rel(dir, abs)
-	if err != nil {
-		t.Fatal(err)
+	for _, env := range in.container.Env {
+		if env.ValueFrom != nil && env.ValueFrom.ConfigMapKeyRef != nil {
+			t.Errorf("the container's env %s reads the ConfigMap %s; want none", env.Name, env.ValueFrom.ConfigMapKeyRef.Name)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources:\n- "+rel+"\n"+lines), 0o600); err != nil {
-		t.Fatal(err)
+	if len(in.container.EnvFrom) > 0 {
+		t.Errorf("the container's envFrom %+v; want none", in.container.EnvFrom)
 	}
-	return dir
 }

@@ -69,30 +69,14 @@ func TestPolicyIsScopedAsTheWebhook(t *testing.T) {
 	if got := p.validatingBinding.Spec.ValidationActions; !slices.Equal(got, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}) {
 		t.Errorf("the warnings' validationActions %v, want [Warn]: a warning never refuses a job", got)
 	}
+	// No parameter: a binding whose parameter is missing refuses every job
+	// it matches, and the policy has nothing to read in one.
+	if p.mutating.Spec.ParamKind != nil || p.mutatingBinding.Spec.ParamRef != nil {
+		t.Errorf("paramKind %+v, paramRef %+v: want neither", p.mutating.Spec.ParamKind, p.mutatingBinding.Spec.ParamRef)
+	}
 	if p.mutatingBinding.Spec.PolicyName != p.mutating.Name || p.validatingBinding.Spec.PolicyName != p.validating.Name {
 		t.Errorf("the bindings name %q and %q, want the policies %q and %q", p.mutatingBinding.Spec.PolicyName,
 			p.validatingBinding.Spec.PolicyName, p.mutating.Name, p.validating.Name)
-	}
-}
-
-// TestPolicyReadsTheHorovodCommandOfEachInstall checks that the binding's
-// parameter is the ConfigMap that config/default and config/policy-only render.
-func TestPolicyReadsTheHorovodCommandOfEachInstall(t *testing.T) {
-	_, p := renderPolicy(t)
-	ref := p.mutatingBinding.Spec.ParamRef
-	if ref == nil || p.mutating.Spec.ParamKind == nil || p.mutating.Spec.ParamKind.Kind != "ConfigMap" {
-		t.Fatalf("paramKind %+v, paramRef %+v: want a ConfigMap", p.mutating.Spec.ParamKind, ref)
-	}
-	for _, install := range []string{"default", "policy-only", "default-with-policy"} {
-		m := render(t, filepath.Join(configDir, install), "")
-		cm, err := m.FindNamed("ConfigMap", ref.Name)
-		if err != nil {
-			t.Errorf("config/%s: %v", install, err)
-			continue
-		}
-		if cm.GetNamespace() != ref.Namespace {
-			t.Errorf("config/%s: the ConfigMap is in %s, the binding reads it in %s", install, cm.GetNamespace(), ref.Namespace)
-		}
 	}
 }
 
@@ -144,7 +128,6 @@ func TestPolicyInstalls(t *testing.T) {
 	}
 	want := []id{
 		{"Namespace", "", namespace},
-		{"ConfigMap", namespace, "flyte-mpi-webhook-horovod-worker-command"},
 		{"MutatingAdmissionPolicy", "", "flyte-mpi-webhook-worker-command"},
 		{"MutatingAdmissionPolicyBinding", "", "flyte-mpi-webhook-worker-command"},
 		{"ValidatingAdmissionPolicy", "", "flyte-mpi-webhook-no-webhook"},

@@ -58,13 +58,13 @@ func TestOverlayInAnotherNamespaceMovesEveryReference(t *testing.T) {
 				"cert-manager.io/inject-ca-from": {kind: "MutatingWebhookConfiguration",
 					path: []string{"metadata", "annotations", "cert-manager.io/inject-ca-from"},
 					want: namespace + "/flyte-mpi-webhook-serving-cert"},
-				"the policy binding's paramRef.namespace": {kind: "MutatingAdmissionPolicyBinding",
-					path: []string{"spec", "paramRef", "namespace"}, want: namespace},
+				// Where config/follow-namespace reads the namespace from.
+				"the Namespace's name": {kind: "Namespace", path: []string{"metadata", "name"}, want: namespace},
 			}
 			wantFound := map[string][]string{
-				"default":             {"the serving Certificate's DNS names", "cert-manager.io/inject-ca-from"},
-				"policy-only":         {"the policy binding's paramRef.namespace"},
-				"default-with-policy": {"the serving Certificate's DNS names", "cert-manager.io/inject-ca-from", "the policy binding's paramRef.namespace"},
+				"default":             {"the serving Certificate's DNS names", "cert-manager.io/inject-ca-from", "the Namespace's name"},
+				"policy-only":         {"the Namespace's name"},
+				"default-with-policy": {"the serving Certificate's DNS names", "cert-manager.io/inject-ca-from", "the Namespace's name"},
 			}[install]
 			var found []string
 			for _, obj := range m.Objects {

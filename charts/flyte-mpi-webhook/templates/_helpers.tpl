@@ -46,7 +46,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Names of the objects, referenced from more than one template. */}}
 {{- define "flyte-mpi-webhook.serviceName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-webhook-service{{- end -}}
-{{- define "flyte-mpi-webhook.horovodConfigMapName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-horovod-worker-command{{- end -}}
 {{- define "flyte-mpi-webhook.servingCertificateName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-serving-cert{{- end -}}
 
 {{/* The Secret the pods mount: the one given, or the one the chart or cert-manager writes. */}}

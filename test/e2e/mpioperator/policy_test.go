@@ -28,8 +28,8 @@ var _ = Describe("mpi-operator v0.8.2, through the admission policy alone", Orde
 			Expect(launcherPod(ctx, job)).To(operator.Runs(nil, operator.Args(sent, "Launcher")))
 		},
 		Entry("Worker(command=sshd…): every worker runs sshd", fixtures.HorovodWorkerCommand, mutate.SourceFlyteWorkerArgs, true),
-		Entry("a Horovod task that declares no worker command: the Horovod rule, every worker runs sshd",
-			fixtures.HorovodNoWorkerCommand, mutate.SourceHorovod, true),
+		Entry("a Horovod task that declares no worker command: left as it is, every worker runs its args, as the operator makes it",
+			fixtures.HorovodNoWorkerCommand, mutate.SourceNone, false),
 		Entry("a plain MPI task: left as it is, every worker runs its args, as the operator makes it",
 			fixtures.MPIPlain, mutate.SourceNone, false),
 	)

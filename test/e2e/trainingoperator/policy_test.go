@@ -24,9 +24,10 @@ var _ = Describe("training-operator v1.8.1, through the admission policy alone",
 			Expect(pods(ctx, job, "launcher")).To(HaveEach(operator.Runs(nil, operator.Args(sent, "Launcher"))))
 		},
 		Entry("Worker(command=sshd…): every worker runs sshd", fixtures.HorovodWorkerCommand, mutate.SourceFlyteWorkerArgs, fixtures.SSHD, nil),
-		Entry("a Horovod task that declares no worker command: the Horovod rule, every worker runs sshd",
-			fixtures.HorovodNoWorkerCommand, mutate.SourceHorovod,
-			fixtures.SSHD, nil),
+		Entry("a Horovod task that declares no worker command: left as it is, every worker runs `sleep 365d`, "+
+			"as the operator makes it, for the launcher to reach by kubectl exec",
+			fixtures.HorovodNoWorkerCommand, mutate.SourceNone,
+			sleep, sleepArgs),
 		Entry("a plain MPI task: left as it is, every worker runs `sleep 365d`, as the operator makes it",
 			fixtures.MPIPlain, mutate.SourceNone,
 			sleep, sleepArgs),

@@ -21,9 +21,8 @@ import (
 
 // ConfiguredOptions returns the options the webhook's Deployment in m runs
 // with: the binary's defaults and the flags the Deployment's args set, as
-// the kubelet expands them. Of the decision flags, config/ sets
-// --horovod-worker-command only; any other is an error, so that a new one
-// is not silently left out.
+// the kubelet expands them. config/ sets none of the decision flags; one is
+// an error, so that a new one is not silently left out.
 func ConfiguredOptions(m *manifests.Manifests) (mutate.Options, error) {
 	opts := mutate.DefaultOptions()
 	deployment := &appsv1.Deployment{}
@@ -40,13 +39,7 @@ func ConfiguredOptions(m *manifests.Manifests) (mutate.Options, error) {
 	}
 	serverFlags := []string{"cert-dir", "port", "health-probe-bind-address", "metrics-bind-address"}
 	for _, arg := range args {
-		name, value, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-		switch {
-		case name == "horovod-worker-command":
-			if opts.HorovodCommand, err = mutate.SplitCommand(value); err != nil {
-				return opts, fmt.Errorf("--%s: %w", name, err)
-			}
-		case !slices.Contains(serverFlags, name):
+		if name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "="); !slices.Contains(serverFlags, name) {
 			return opts, fmt.Errorf("the Deployment sets --%s, which ConfiguredOptions does not know", name)
 		}
 	}
@@ -54,7 +47,7 @@ func ConfiguredOptions(m *manifests.Manifests) (mutate.Options, error) {
 }
 
 // InstallPolicies installs the admission policies that m renders, and the
-// Namespace and ConfigMap they read, for the Flyte MPIJobs that carry the
+// Namespace it renders, for the Flyte MPIJobs that carry the
 // label key label only: each binding is installed as a copy, named after it
 // with -name (label's name), whose matchResources select that label. The
 // policies and the other objects are shared: one already installed, by
@@ -69,7 +62,7 @@ func (e *Env) InstallPolicies(ctx context.Context, m *manifests.Manifests, label
 	for _, obj := range m.Objects {
 		obj = obj.DeepCopy()
 		switch obj.GetKind() {
-		case "Namespace", "ConfigMap", "MutatingAdmissionPolicy", "ValidatingAdmissionPolicy":
+		case "Namespace", "MutatingAdmissionPolicy", "ValidatingAdmissionPolicy":
 		case "MutatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding":
 			obj.SetName(obj.GetName() + "-" + name)
 			selector := map[string]any{"matchExpressions": []any{map[string]any{"key": label, "operator": "Exists"}}}
