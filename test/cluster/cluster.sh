@@ -244,10 +244,16 @@ network() {
 	log "network namespace $netns: node $node_ip, Pods $pod_cidr, Services $service_cidr"
 }
 
+# vacant fails when a cluster is there already: another run's, which this
+# one must neither use nor tear down.
+vacant() {
+	[[ ! -e "/run/netns/$netns" && ! -e "$state" ]] || die "a cluster is there already ($state, netns $netns): run $0 down"
+}
+
 up() {
 	need KUBEBUILDER_ASSETS KUBELET_BIN KUBE_SCHEDULER_BIN KUBE_CONTROLLER_MANAGER_BIN PAUSE_BIN \
 		KUBECTL_DELIVERY_BIN CLUSTER_IMAGE_BIN TRAINING_OPERATOR_BIN MPIJOB_CRD_V1 KUBECTL
-	[[ ! -e "/run/netns/$netns" && ! -e "$state" ]] || die "a cluster is there already ($state, netns $netns): run $0 down"
+	vacant
 	mkdir -p "$state"/{logs,pids,images}
 	echo "$KUBECTL" > "$state/kubectl.bin"
 	mkdir -p "$daemons_cgroup"
@@ -451,6 +457,7 @@ exec)
 	;;
 test)
 	shift
+	vacant
 	trap down EXIT
 	up > /dev/null
 	log "running $*"
