@@ -104,14 +104,6 @@ func sshdJSON() string {
 	return string(b)
 }
 
-// jobLabels selects the Pods of the training-operator's replica of job.
-func jobLabels(job *unstructured.Unstructured, replicaType string) client.MatchingLabels {
-	return client.MatchingLabels{
-		"training.kubeflow.org/job-name":     job.GetName(),
-		"training.kubeflow.org/replica-type": replicaType,
-	}
-}
-
 // condition returns the status of job's condition of type kind ("" if none), and its message.
 func condition(ctx context.Context, g Gomega, job *unstructured.Unstructured, kind string) (string, string) {
 	got := &unstructured.Unstructured{}
