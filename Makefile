@@ -62,7 +62,7 @@ fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's i
 	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: golangci-lint tidy-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), and make tidy-check.
+lint: golangci-lint tidy-check chart-sync-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), make tidy-check and make chart-sync-check.
 	$(GOLANGCI_LINT) run
 
 .PHONY: tidy-check
@@ -191,8 +191,16 @@ testdata-check: ## Fail, with a diff, when testdata/flyte is not what each Flyte
 CHART_DIR ?= charts/flyte-mpi-webhook
 
 .PHONY: test-chart
-test-chart: kustomize chart-docs-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
+test-chart: kustomize chart-docs-check chart-sync-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
 	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 ./... $(TEST_CHART_ARGS)
+
+.PHONY: chart-sync
+chart-sync: ## Copy the admission policies' CEL from config/ (config/policy, config/policy-only) into the chart's files/policy, which its templates read.
+	hack/chart-sync.sh
+
+.PHONY: chart-sync-check
+chart-sync-check: ## Fail, with a diff, when the chart's files/policy is not what make chart-sync writes from config/.
+	hack/chart-sync.sh --check
 
 .PHONY: chart-docs
 chart-docs: helm-docs ## Write the chart's README.md from README.md.gotmpl and the comments in values.yaml.
