@@ -195,7 +195,7 @@ test-chart: kustomize chart-docs-check chart-sync-check ## Test the Helm chart: 
 	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 ./... $(TEST_CHART_ARGS)
 
 .PHONY: chart-sync
-chart-sync: ## Copy the admission policies' CEL from config/ (config/policy, config/policy-only) into the chart's files/policy, which its templates read.
+chart-sync: ## Copy the admission policies' CEL, and the webhook's matchConditions beside them, from config/ into the chart's files/policy, which its templates read.
 	hack/chart-sync.sh
 
 .PHONY: chart-sync-check

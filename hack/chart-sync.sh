@@ -33,6 +33,20 @@ specAfterMatchConstraints() {
 	' "$1"
 }
 
+# patchedMatchConditions prints the value of the patch of config/
+# default-with-policy that adds the webhook's matchConditions, six spaces
+# less indented.
+patchedMatchConditions() {
+	awk -v source="$1" '
+		BEGIN { print "# Written by make chart-sync from " source ": edit that file, not this one." }
+		/^      path: \/webhooks\/0\/matchConditions$/ { state = 1; next }
+		state == 1 && /^      value:$/ { state = 2; next }
+		state == 2 && /^      / { print substr($0, 7); found = 1; next }
+		state == 2 { exit }
+		END { if (!found) { print "chart-sync: " source ": no patch adding /webhooks/0/matchConditions" > "/dev/stderr"; exit 1 } }
+	' "$1"
+}
+
 check=false
 [[ ${1:-} == --check ]] && check=true
 out=$chart/files/policy
@@ -44,6 +58,7 @@ mkdir -p "$out"
 for source in "${!policies[@]}"; do
 	specAfterMatchConstraints "$source" >"$out/${policies[$source]}"
 done
+patchedMatchConditions config/default-with-policy/kustomization.yaml >"$out/left-to-the-webhook.yaml"
 if $check && ! diff -ru "$chart/files/policy" "$out"; then
 	echo "chart-sync: $chart/files/policy is not config/'s policies (-chart +config/): run make chart-sync" >&2
 	exit 1

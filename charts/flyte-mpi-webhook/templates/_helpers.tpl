@@ -74,21 +74,6 @@ namespaceSelector:
   {{- end }}
 {{- end -}}
 
-{{/*
-The webhook's matchConditions with mode both: the negation of the policy's two matchConditions
-(files/policy/mutating-policy.yaml, from config/policy), as config/default-with-policy patches them in.
-*/}}
-{{- define "flyte-mpi-webhook.leftToTheWebhook" -}}
-- name: left-to-the-webhook-by-the-policy
-  expression: >-
-    ['mpi.flyte.org/task-custom', 'mpi.flyte.org/worker-spec-command', 'mpi.flyte.org/task-type-version'].exists(k,
-    k in object.metadata.?annotations.orValue({}) ||
-    k in object.spec.?mpiReplicaSpecs.?Worker.?template.?metadata.?annotations.orValue({})) ||
-    !['Worker', 'Launcher'].all(r,
-    object.spec.?mpiReplicaSpecs[?r].?template.?spec.?containers.orValue([]).all(c,
-    size(c.?args.orValue([])) <= 256 && c.?args.orValue([]).all(a, size(a) <= 4096)))
-{{- end -}}
-
 {{/* The policies' matchConstraints: scoped exactly as the webhook. */}}
 {{- define "flyte-mpi-webhook.policyMatchConstraints" -}}
 resourceRules:
