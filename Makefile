@@ -62,7 +62,7 @@ fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's i
 	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: golangci-lint tidy-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), and make tidy-check.
+lint: golangci-lint tidy-check chart-sync-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), make tidy-check and make chart-sync-check.
 	$(GOLANGCI_LINT) run
 
 .PHONY: tidy-check
@@ -77,8 +77,8 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
-unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests) and those of hack/soak's attacks, under the race detector.
-	CGO_ENABLED=1 $(GO) test -race ./cmd/... ./internal/... ./test/manifests/... ./hack/soak/...
+unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests), the shared fixtures' (test/fixtures) and those of hack/soak's attacks, under the race detector.
+	CGO_ENABLED=1 $(GO) test -race ./cmd/... ./internal/... ./test/manifests/... ./test/fixtures/... ./hack/soak/...
 
 .PHONY: envtest
 envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.
@@ -191,8 +191,16 @@ testdata-check: ## Fail, with a diff, when testdata/flyte is not what each Flyte
 CHART_DIR ?= charts/flyte-mpi-webhook
 
 .PHONY: test-chart
-test-chart: kustomize chart-docs-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
+test-chart: kustomize chart-docs-check chart-sync-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
 	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 ./... $(TEST_CHART_ARGS)
+
+.PHONY: chart-sync
+chart-sync: ## Copy the admission policies' CEL, and the webhook's matchConditions beside them, from config/ into the chart's files/policy, which its templates read.
+	hack/chart-sync.sh
+
+.PHONY: chart-sync-check
+chart-sync-check: ## Fail, with a diff, when the chart's files/policy is not what make chart-sync writes from config/.
+	hack/chart-sync.sh --check
 
 .PHONY: chart-docs
 chart-docs: helm-docs ## Write the chart's README.md from README.md.gotmpl and the comments in values.yaml.

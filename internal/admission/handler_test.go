@@ -3,7 +3,6 @@ package admission
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -189,24 +188,12 @@ func TestPatchFitsMPIOperatorTypes(t *testing.T) {
 // a worker command, or carries the annotation, gets a worker that runs sshd
 // and nothing else changes; any other job is left as Flyte made it.
 func TestAdmitFlyteBuiltJobs(t *testing.T) {
-	want := map[string]mutate.Source{ // by job name; SourceNone: unchanged
-		"horovod-worker-command":               mutate.SourceFlyteWorkerArgs,
-		"horovod-fast-register-worker-command": mutate.SourceFlyteWorkerArgs,
-		"horovod-both-commands":                mutate.SourceFlyteWorkerArgs,
-		"legacy-v0-worker-spec-command":        mutate.SourceFlyteWorkerArgs,
-		"horovod-pod-template-annotation":      mutate.SourceTaskCustom,
-		"horovod-task-annotations":             mutate.SourceTaskCustom,
-		"horovod-launch-plan-annotations":      mutate.SourceTaskCustom,
-		"horovod-no-worker-command":            mutate.SourceNone,
-		"horovod-launcher-command":             mutate.SourceNone,
-		"mpi-plain":                            mutate.SourceNone,
-	}
 	for _, version := range []string{"v1", "v2beta1"} {
 		names, err := fixtures.FlyteJobNames(version)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(slices.Sorted(maps.Keys(want)), names); diff != "" {
+		if diff := cmp.Diff(slices.Sorted(slices.Values(fixtures.FlyteJobs)), names); diff != "" {
 			t.Fatalf("testdata/flyte/%s holds other jobs than this test expects (-want +got):\n%s", version, diff)
 		}
 		for _, name := range names {
@@ -216,7 +203,9 @@ func TestAdmitFlyteBuiltJobs(t *testing.T) {
 				if !resp.Allowed {
 					t.Fatalf("denied: %v", resp.Result)
 				}
-				if want[name] == mutate.SourceNone {
+				expected, _ := fixtures.FlyteExpected(fixtures.NewestFlyteRelease, name)
+				want := mutate.Source(expected.Webhook)
+				if want == mutate.SourceNone {
 					if len(resp.Patch) > 0 {
 						t.Fatalf("patched %s; want the job left as Flyte made it", resp.Patch)
 					}
@@ -232,8 +221,8 @@ func TestAdmitFlyteBuiltJobs(t *testing.T) {
 				if diff := cmp.Diff(&sshd, worker.Command); diff != "" || worker.Args != nil {
 					t.Errorf("worker command (-want +got):\n%s\nargs: %v", diff, worker.Args)
 				}
-				if got := job.Metadata.Annotations[mutate.AnnotationWorkerCommandSource]; got != string(want[name]) {
-					t.Errorf("source annotation %q, want %q", got, want[name])
+				if got := job.Metadata.Annotations[mutate.AnnotationWorkerCommandSource]; got != string(want) {
+					t.Errorf("source annotation %q, want %q", got, want)
 				}
 				if again := admit(t, newHandler(), reviewOf(t, version, "CREATE", patched)); len(again.Patch) > 0 {
 					t.Errorf("reinvocation patched again: %s", again.Patch)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -32,42 +31,11 @@ type releaseDecision struct {
 // (hack/flyte-testdata and hack/flyte-testdata/releases), oldest first.
 var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.13.0", "v1.14.0", "v1.14.1", "v1.15.2", "v1.15.3", "v1.16.7", fixtures.NewestFlyteRelease}
 
-// releaseDifference is a release whose decision on a task differs from
-// every other release's, and why.
-type releaseDifference struct {
-	want   releaseDecision
-	reason string
-}
-
-// releaseDifferences are the expected differences, by release and task.
-// Anything else that differs between releases fails the test.
-var releaseDifferences = map[string]map[string]releaseDifference{
-	"v1.9.12": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.9.12")},
-	"v1.10.6": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.10.6")},
-	"v1.13.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.13.0")},
-	"v1.14.0": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.0")},
-	"v1.14.1": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.14.1")},
-	"v1.15.2": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.15.2")},
-	"v1.15.3": {fixtures.HorovodTaskAnnotations: taskAnnotationsDropped("v1.15.3")},
-}
-
-// taskAnnotationsDropped is the difference of a release older than
-// flyteorg/flyte#6421 (Flyte 1.16) on the task that carries the
-// task-custom annotation in @task(annotations=...).
-func taskAnnotationsDropped(release string) releaseDifference {
-	return releaseDifference{
-		want: releaseDecision{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1},
-		reason: "flyteidl " + release + "'s TaskMetadata has no metadata field, so @task(annotations=...) never reaches " +
-			"the MPIJob (nor did flytepropeller add task annotations before flyteorg/flyte#6421); the task declares " +
-			"no worker command, so its job is left as Flyte made it, as one that declares nothing",
-	}
-}
-
 // TestFlyteReleases holds the webhook's decision on the MPIJob that each
-// Flyte release's backend builds for each task to one decision per task,
-// under config/default's options (the defaults), through the Decider
-// as the handler calls it; and a release that decides differently to the
-// reason in releaseDifferences. Compatibility with a Flyte release, as
+// Flyte release's backend builds for each task to the source
+// fixtures.FlyteExpected gives it (which says why a release differs), under
+// config/default's options (the defaults), through the Decider as the
+// handler calls it. Compatibility with a Flyte release, as
 // docs/COMPATIBILITY.md states it, is measured here; test/envtest holds the
 // admission policy to the same jobs.
 func TestFlyteReleases(t *testing.T) {
@@ -82,37 +50,6 @@ func TestFlyteReleases(t *testing.T) {
 		t.Errorf("docs/COMPATIBILITY.md's Flyte rows are not the releases this test measures (-measured +documented):\n%s", diff)
 	}
 	decider := NewDecider(DefaultOptions()) // as config/default runs it
-
-	leftAlone := releaseDecision{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1}
-	runsSSHD := func(source Source) releaseDecision {
-		return releaseDecision{Outcome: OutcomeMutated, Source: source, Container: 0, Command: fixtures.SSHD}
-	}
-	tasks := map[string]releaseDecision{
-		fixtures.HorovodWorkerCommand:             runsSSHD(SourceFlyteWorkerArgs),
-		fixtures.HorovodFastRegisterWorkerCommand: runsSSHD(SourceFlyteWorkerArgs),
-		fixtures.HorovodBothCommands:              runsSSHD(SourceFlyteWorkerArgs),
-		fixtures.LegacyWorkerSpecCommand:          runsSSHD(SourceFlyteWorkerArgs),
-		fixtures.HorovodPodTemplateAnnotation:     runsSSHD(SourceTaskCustom),
-		fixtures.HorovodTaskAnnotations:           runsSSHD(SourceTaskCustom),
-		fixtures.HorovodLaunchPlanAnnotations:     runsSSHD(SourceTaskCustom),
-		// Unchanged: the task declares no worker command, and the worker
-		// keeps the args Flyte gave it (the launcher's, or the task's entrypoint).
-		fixtures.HorovodNoWorkerCommand: leftAlone,
-		fixtures.HorovodLauncherCommand: leftAlone,
-		fixtures.MPIPlain:               leftAlone,
-	}
-	for _, task := range fixtures.FlyteJobs {
-		if _, ok := tasks[task]; !ok {
-			t.Fatalf("no expected decision for the task %s", task)
-		}
-	}
-	for release, differences := range releaseDifferences {
-		for task, d := range differences {
-			if !slices.Contains(releases, release) || tasks[task].Outcome == "" || d.reason == "" {
-				t.Errorf("releaseDifferences[%s][%s]: not a release and task of testdata/flyte, or no reason", release, task)
-			}
-		}
-	}
 
 	for _, release := range releases {
 		for _, task := range fixtures.FlyteJobs {
@@ -134,11 +71,13 @@ func TestFlyteReleases(t *testing.T) {
 				got := releaseDecision{Outcome: d.Outcome, Source: d.Source, Container: d.Container}
 				got.Command, got.Args = storedWorker(t, sent, d)
 
-				want := tasks[task]
-				if difference, ok := releaseDifferences[release][task]; ok {
-					want = difference.want
+				expected, ok := fixtures.FlyteExpected(release, task)
+				if !ok {
+					t.Fatalf("fixtures.FlyteExpected has no expectation for the task %s", task)
 				}
-				if want.Outcome == OutcomeUnchanged {
+				want := releaseDecision{Outcome: OutcomeMutated, Source: Source(expected.Webhook), Container: 0, Command: fixtures.SSHD}
+				if want.Source == SourceNone {
+					want = releaseDecision{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1}
 					_, want.Args = storedWorker(t, sent, Decision{}) // the args Flyte gave it
 				}
 				if diff := cmp.Diff(want, got); diff != "" {

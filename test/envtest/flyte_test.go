@@ -17,7 +17,10 @@ import (
 func describeFlyteJobs(s *spec) bool {
 	return Describe("the jobs Flyte builds", func() {
 		DescribeTable("as Flyte creates them",
-			func(ctx SpecContext, name string, source mutate.Source) {
+			func(ctx SpecContext, name string) {
+				expected, ok := fixtures.FlyteExpected(fixtures.NewestFlyteRelease, name)
+				Expect(ok).To(BeTrue(), "no expected source for %s", name)
+				source := mutate.Source(expected.Webhook)
 				job := s.job(name).Obj()
 				stored := s.create(ctx, job)
 				if source == mutate.SourceNone {
@@ -28,25 +31,25 @@ func describeFlyteJobs(s *spec) bool {
 				Expect(framework.Launcher(stored)).To(Equal(framework.Launcher(job)))
 			},
 			Entry("a Horovod task with Worker(command=sshd) and no annotation runs sshd: its args become the command",
-				fixtures.HorovodWorkerCommand, mutate.SourceFlyteWorkerArgs),
+				fixtures.HorovodWorkerCommand),
 			Entry("the same task, fast-registered (pyflyte-fast-execute), runs sshd",
-				fixtures.HorovodFastRegisterWorkerCommand, mutate.SourceFlyteWorkerArgs),
+				fixtures.HorovodFastRegisterWorkerCommand),
 			Entry("a task that declares Launcher(command=...) and Worker(command=sshd) runs sshd",
-				fixtures.HorovodBothCommands, mutate.SourceFlyteWorkerArgs),
+				fixtures.HorovodBothCommands),
 			Entry("a v0 task's worker_spec_command, which Flyte splits into the Worker's args, runs sshd",
-				fixtures.LegacyWorkerSpecCommand, mutate.SourceFlyteWorkerArgs),
+				fixtures.LegacyWorkerSpecCommand),
 			Entry("a task without a worker command is left alone: the Worker's args are the Launcher's",
-				fixtures.HorovodNoWorkerCommand, mutate.SourceNone),
+				fixtures.HorovodNoWorkerCommand),
 			Entry("a task that declares Launcher(command=...) only is left alone: the Worker runs the task",
-				fixtures.HorovodLauncherCommand, mutate.SourceNone),
+				fixtures.HorovodLauncherCommand),
 			Entry("a plain MPI task is left alone",
-				fixtures.MPIPlain, mutate.SourceNone),
+				fixtures.MPIPlain),
 			Entry("the annotation in @task(pod_template=...) gives the command",
-				fixtures.HorovodPodTemplateAnnotation, mutate.SourceTaskCustom),
+				fixtures.HorovodPodTemplateAnnotation),
 			Entry("the annotation in @task(annotations=...) gives the command",
-				fixtures.HorovodTaskAnnotations, mutate.SourceTaskCustom),
+				fixtures.HorovodTaskAnnotations),
 			Entry("the annotation of the launch plan gives the command",
-				fixtures.HorovodLaunchPlanAnnotations, mutate.SourceTaskCustom),
+				fixtures.HorovodLaunchPlanAnnotations),
 		)
 
 		It("patches the first container, which the operators run as the MPI container, and warns that mpi is not first", func(ctx SpecContext) {

@@ -63,19 +63,6 @@ type policyCase struct {
 	denied   bool
 }
 
-// releaseSources are the sources the webhook gives the older Flyte releases'
-// jobs where they differ from the newest's: internal/mutate's
-// TestFlyteReleases says why.
-var releaseSources = map[string]map[string]mutate.Source{
-	"v1.9.12": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
-	"v1.10.6": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
-	"v1.13.0": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
-	"v1.14.0": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
-	"v1.14.1": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
-	"v1.15.2": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
-	"v1.15.3": {fixtures.HorovodTaskAnnotations: mutate.SourceNone},
-}
-
 // releasePolicyCases are the kubeflow.org/v1 jobs that the older Flyte
 // releases' backends build (testdata/flyte/releases), each of which the
 // policy must store as the webhook does.
@@ -88,15 +75,12 @@ func releasePolicyCases() []policyCase {
 			if release == fixtures.NewestFlyteRelease {
 				continue // policyCases has its jobs
 			}
-			source := newest.source
-			if s, ok := releaseSources[release][newest.name]; ok {
-				source = s
-			}
+			expected, _ := fixtures.FlyteExpected(release, newest.name)
 			cases = append(cases, policyCase{name: newest.name + " as Flyte " + release + " builds it",
 				job: func(s *spec) *framework.JobBuilder {
 					return s.env.ReleaseJob(s.namespace, release, newest.name)
 				},
-				leftToTheWebhook: source == mutate.SourceTaskCustom, source: source})
+				leftToTheWebhook: expected.LeftToTheWebhook(), source: mutate.Source(expected.Webhook)})
 		}
 	}
 	return cases
@@ -112,19 +96,12 @@ func setWorker(b *framework.JobBuilder, field string, value any) *framework.JobB
 // policyCases are the jobs of testdata/flyte and the variants the policy must
 // store as the webhook does.
 func policyCases() []policyCase {
-	sources := map[string]mutate.Source{
-		fixtures.HorovodWorkerCommand: mutate.SourceFlyteWorkerArgs, fixtures.HorovodFastRegisterWorkerCommand: mutate.SourceFlyteWorkerArgs,
-		fixtures.HorovodBothCommands: mutate.SourceFlyteWorkerArgs, fixtures.LegacyWorkerSpecCommand: mutate.SourceFlyteWorkerArgs,
-		fixtures.HorovodNoWorkerCommand: mutate.SourceNone, fixtures.HorovodLauncherCommand: mutate.SourceNone,
-		fixtures.HorovodPodTemplateAnnotation: mutate.SourceTaskCustom, fixtures.HorovodTaskAnnotations: mutate.SourceTaskCustom,
-		fixtures.HorovodLaunchPlanAnnotations: mutate.SourceTaskCustom, fixtures.MPIPlain: mutate.SourceNone,
-	}
 	var cases []policyCase
 	for _, name := range fixtures.FlyteJobs {
-		source, ok := sources[name]
+		expected, ok := fixtures.FlyteExpected(fixtures.NewestFlyteRelease, name)
 		Expect(ok).To(BeTrue(), "no expected source for %s", name)
 		cases = append(cases, policyCase{name: name, job: func(s *spec) *framework.JobBuilder { return s.job(name) },
-			leftToTheWebhook: source == mutate.SourceTaskCustom, source: source})
+			leftToTheWebhook: expected.LeftToTheWebhook(), source: mutate.Source(expected.Webhook)})
 	}
 	declared := func(s *spec) *framework.JobBuilder { return s.job(fixtures.HorovodWorkerCommand) }
 	undeclared := func(s *spec) *framework.JobBuilder { return s.job(fixtures.HorovodNoWorkerCommand) }

@@ -30,27 +30,20 @@ const admissionTimeout = 30 * time.Second
 const jobsNamespace = "flyte-jobs"
 
 // storedSource is, for each Flyte-built job of testdata/flyte, the source
-// the webhook's decision gives it with the chart's defaults, as
-// test/envtest's policy specs hold it: none means stored as Flyte made it,
-// as a task that declares no worker command is.
-var storedSource = map[string]mutate.Source{
-	fixtures.HorovodWorkerCommand: mutate.SourceFlyteWorkerArgs, fixtures.HorovodFastRegisterWorkerCommand: mutate.SourceFlyteWorkerArgs,
-	fixtures.HorovodBothCommands: mutate.SourceFlyteWorkerArgs, fixtures.LegacyWorkerSpecCommand: mutate.SourceFlyteWorkerArgs,
-	fixtures.HorovodNoWorkerCommand: mutate.SourceNone, fixtures.HorovodLauncherCommand: mutate.SourceNone,
-	fixtures.HorovodPodTemplateAnnotation: mutate.SourceTaskCustom, fixtures.HorovodTaskAnnotations: mutate.SourceTaskCustom,
-	fixtures.HorovodLaunchPlanAnnotations: mutate.SourceTaskCustom, fixtures.MPIPlain: mutate.SourceNone,
-}
-
-// sourcesIn is sources as mode stores them: the policy alone reads no
-// annotation, and admits such a job as Flyte made it.
-func sourcesIn(mode string, sources map[string]mutate.Source) map[string]mutate.Source {
-	out := maps.Clone(sources)
-	for job, source := range out {
-		if mode == "policy" && source == mutate.SourceTaskCustom {
-			out[job] = mutate.SourceNone
+// the install in mode records with the chart's defaults, as
+// fixtures.FlyteExpected gives it: none means stored as Flyte made it, as a
+// task that declares no worker command is, and as the policy alone admits
+// one whose command only an annotation gives.
+func storedSource(mode string) map[string]mutate.Source {
+	sources := map[string]mutate.Source{}
+	for _, name := range fixtures.FlyteJobs {
+		expected, _ := fixtures.FlyteExpected(fixtures.NewestFlyteRelease, name)
+		sources[name] = mutate.Source(expected.Webhook)
+		if mode == "policy" {
+			sources[name] = mutate.Source(expected.Policy)
 		}
 	}
-	return out
+	return sources
 }
 
 // helms are the Helm SDKs a release is installed with, each into a
@@ -175,7 +168,7 @@ func (c *cluster) upgradeFromV010(ctx context.Context, t *testing.T, cli helmCLI
 	if runsWebhook(mode) {
 		stop = c.runWebhook(ctx, t, namespace, binary)
 	}
-	c.expectStored(ctx, t, mode, sourcesIn(mode, v010StoredSource()))
+	c.expectStored(ctx, t, mode, v010StoredSource(mode))
 
 	if err := cli.upgrade(workTreeChart(t), nil, true); err != nil {
 		t.Fatalf("helm upgrade --reuse-values from v0.1.0: %v", err)
@@ -262,7 +255,7 @@ func (c *cluster) generatedCertificate(ctx context.Context, t *testing.T, namesp
 // that it is stored as the webhook decides in mode (storedSource).
 func (c *cluster) expectJobsStoredAsDecided(ctx context.Context, t *testing.T, mode string) {
 	t.Helper()
-	c.expectStored(ctx, t, mode, sourcesIn(mode, storedSource))
+	c.expectStored(ctx, t, mode, storedSource(mode))
 }
 
 // expectStored creates every job of sources and checks that it is stored
@@ -367,7 +360,7 @@ func storedAsDecided(stored, sent *unstructured.Unstructured, source mutate.Sour
 // stored as Flyte made it.
 func unchanged() map[string]mutate.Source {
 	sources := map[string]mutate.Source{}
-	for name := range storedSource {
+	for _, name := range fixtures.FlyteJobs {
 		sources[name] = mutate.SourceNone
 	}
 	return sources

@@ -3,7 +3,6 @@ package helm
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -29,10 +28,11 @@ const v010Commit = "ba904b8a4c96255c3aefcfdf0ca7b49768dcb437"
 const v010SourceHorovod mutate.Source = "horovod"
 
 // v010StoredSource is, for each Flyte-built job, the source v0.1.0 gives it
-// with its chart's defaults: its Horovod rule gave a Horovod task that
-// declares no worker command the sshd of flytekitplugins-kfmpi's example.
-func v010StoredSource() map[string]mutate.Source {
-	sources := maps.Clone(storedSource)
+// installed in mode with its chart's defaults: its Horovod rule gave a
+// Horovod task that declares no worker command the sshd of
+// flytekitplugins-kfmpi's example.
+func v010StoredSource(mode string) map[string]mutate.Source {
+	sources := storedSource(mode)
 	sources[fixtures.HorovodNoWorkerCommand] = v010SourceHorovod
 	sources[fixtures.HorovodLauncherCommand] = v010SourceHorovod
 	return sources
@@ -153,7 +153,7 @@ func (c *cluster) mixPolicies(ctx context.Context, t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c.expectStored(ctx, t, "policy", sourcesIn("policy", storedSource))
+			c.expectStored(ctx, t, "policy", storedSource("policy"))
 			for _, obj := range []*unstructured.Unstructured{binding, policy} {
 				if err := c.client.Delete(ctx, obj); err != nil {
 					t.Fatal(err)

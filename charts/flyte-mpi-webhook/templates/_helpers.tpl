@@ -74,40 +74,6 @@ namespaceSelector:
   {{- end }}
 {{- end -}}
 
-{{/*
-The webhook's matchConditions with mode both: the negation of the policy's two matchConditions
-(templates/policy/mutating-policy.yaml), as config/default-with-policy patches them in.
-*/}}
-{{- define "flyte-mpi-webhook.leftToTheWebhook" -}}
-- name: left-to-the-webhook-by-the-policy
-  expression: >-
-    ['mpi.flyte.org/task-custom', 'mpi.flyte.org/worker-spec-command', 'mpi.flyte.org/task-type-version'].exists(k,
-    k in object.metadata.?annotations.orValue({}) ||
-    k in object.spec.?mpiReplicaSpecs.?Worker.?template.?metadata.?annotations.orValue({})) ||
-    !['Worker', 'Launcher'].all(r,
-    object.spec.?mpiReplicaSpecs[?r].?template.?spec.?containers.orValue([]).all(c,
-    size(c.?args.orValue([])) <= 256 && c.?args.orValue([]).all(a, size(a) <= 4096)))
-{{- end -}}
-
-{{/* The policies' matchConditions: what CEL can decide, which the webhook's leftToTheWebhook negates. */}}
-{{- define "flyte-mpi-webhook.policyMatchConditions" -}}
-# The webhook's: it decodes these (mutate.AnnotatedCommand), each looked
-# up on the job and on the Worker's pod template, and denies an invalid one.
-- name: no-annotation-for-the-webhook
-  expression: >-
-    !['mpi.flyte.org/task-custom', 'mpi.flyte.org/worker-spec-command', 'mpi.flyte.org/task-type-version'].exists(k,
-    k in object.metadata.?annotations.orValue({}) ||
-    k in object.spec.?mpiReplicaSpecs.?Worker.?template.?metadata.?annotations.orValue({}))
-# Within what the policy reads (its CEL cost is proportional to the args'
-# size): a job past it is left alone rather than refused by the API
-# server's cost limit.
-- name: args-within-what-the-policy-reads
-  expression: >-
-    ['Worker', 'Launcher'].all(r,
-    object.spec.?mpiReplicaSpecs[?r].?template.?spec.?containers.orValue([]).all(c,
-    size(c.?args.orValue([])) <= 256 && c.?args.orValue([]).all(a, size(a) <= 4096)))
-{{- end -}}
-
 {{/* The policies' matchConstraints: scoped exactly as the webhook. */}}
 {{- define "flyte-mpi-webhook.policyMatchConstraints" -}}
 resourceRules:

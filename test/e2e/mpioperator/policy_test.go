@@ -4,7 +4,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/e2e/operator"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
@@ -18,8 +17,8 @@ var _ = Describe("mpi-operator v0.8.2, through the admission policy alone", Orde
 	BeforeEach(func(ctx SpecContext) { namespace = cluster.Namespace(ctx) })
 
 	DescribeTable("a Flyte-built job",
-		func(ctx SpecContext, name string, source mutate.Source, sshd bool) {
-			sent, job := cluster.CreateThroughPolicy(ctx, namespace, name, source)
+		func(ctx SpecContext, name string, sshd bool) {
+			sent, job := cluster.CreateThroughPolicy(ctx, namespace, name)
 			if sshd {
 				Expect(workerPods(ctx, job)).To(HaveEach(operator.Runs(fixtures.SSHD, nil)))
 			} else { // mpi-operator leaves a container with args alone
@@ -27,10 +26,10 @@ var _ = Describe("mpi-operator v0.8.2, through the admission policy alone", Orde
 			}
 			Expect(launcherPod(ctx, job)).To(operator.Runs(nil, operator.Args(sent, "Launcher")))
 		},
-		Entry("Worker(command=sshd…): every worker runs sshd", fixtures.HorovodWorkerCommand, mutate.SourceFlyteWorkerArgs, true),
+		Entry("Worker(command=sshd…): every worker runs sshd", fixtures.HorovodWorkerCommand, true),
 		Entry("a Horovod task that declares no worker command: left as it is, every worker runs its args, as the operator makes it",
-			fixtures.HorovodNoWorkerCommand, mutate.SourceNone, false),
+			fixtures.HorovodNoWorkerCommand, false),
 		Entry("a plain MPI task: left as it is, every worker runs its args, as the operator makes it",
-			fixtures.MPIPlain, mutate.SourceNone, false),
+			fixtures.MPIPlain, false),
 	)
 })

@@ -31,10 +31,14 @@ func (c *Cluster) InstallPolicyAlone(ctx context.Context) {
 }
 
 // CreateThroughPolicy creates the Flyte-built job name (testdata/flyte) in
-// namespace, labelled PolicyAloneLabel, checks the source the policy
-// recorded (none: unchanged), and returns the job as sent and as stored.
-func (c *Cluster) CreateThroughPolicy(ctx context.Context, namespace, name string, source mutate.Source) (sent, stored *unstructured.Unstructured) {
+// namespace, labelled PolicyAloneLabel, checks that the policy recorded the
+// source fixtures.FlyteExpected gives it (none: unchanged), and returns the
+// job as sent and as stored.
+func (c *Cluster) CreateThroughPolicy(ctx context.Context, namespace, name string) (sent, stored *unstructured.Unstructured) {
 	GinkgoHelper()
+	expected, ok := fixtures.FlyteExpected(fixtures.NewestFlyteRelease, name)
+	Expect(ok).To(BeTrue(), "no expected source for %s", name)
+	source := mutate.Source(expected.Policy)
 	stored = c.Env.Job(namespace, name).Label(PolicyAloneLabel, "true").Obj()
 	sent = c.Create(ctx, stored)
 	if source == mutate.SourceNone {

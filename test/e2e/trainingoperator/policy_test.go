@@ -4,7 +4,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/e2e/operator"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
@@ -18,18 +17,18 @@ var _ = Describe("training-operator v1.8.1, through the admission policy alone",
 	BeforeEach(func(ctx SpecContext) { namespace = cluster.Namespace(ctx) })
 
 	DescribeTable("a Flyte-built job",
-		func(ctx SpecContext, name string, source mutate.Source, command, args []string) {
-			sent, job := cluster.CreateThroughPolicy(ctx, namespace, name, source)
+		func(ctx SpecContext, name string, command, args []string) {
+			sent, job := cluster.CreateThroughPolicy(ctx, namespace, name)
 			Expect(pods(ctx, job, "worker")).To(HaveEach(operator.Runs(command, args)))
 			Expect(pods(ctx, job, "launcher")).To(HaveEach(operator.Runs(nil, operator.Args(sent, "Launcher"))))
 		},
-		Entry("Worker(command=sshd…): every worker runs sshd", fixtures.HorovodWorkerCommand, mutate.SourceFlyteWorkerArgs, fixtures.SSHD, nil),
+		Entry("Worker(command=sshd…): every worker runs sshd", fixtures.HorovodWorkerCommand, fixtures.SSHD, nil),
 		Entry("a Horovod task that declares no worker command: left as it is, every worker runs `sleep 365d`, "+
 			"as the operator makes it, for the launcher to reach by kubectl exec",
-			fixtures.HorovodNoWorkerCommand, mutate.SourceNone,
+			fixtures.HorovodNoWorkerCommand,
 			sleep, sleepArgs),
 		Entry("a plain MPI task: left as it is, every worker runs `sleep 365d`, as the operator makes it",
-			fixtures.MPIPlain, mutate.SourceNone,
+			fixtures.MPIPlain,
 			sleep, sleepArgs),
 	)
 })
