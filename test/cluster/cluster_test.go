@@ -148,6 +148,17 @@ func launchFlyte(ctx context.Context, t task) *unstructured.Unstructured {
 	return onlyJob(ctx, ns)
 }
 
+// launchAll launches every task at once, each in a namespace of its own,
+// and returns their jobs, in the tasks' order.
+func launchAll(ctx context.Context, tasks []task) []*unstructured.Unstructured {
+	GinkgoHelper()
+	jobs := make([]*unstructured.Unstructured, len(tasks))
+	for i, t := range tasks {
+		jobs[i] = launchFlyte(ctx, t)
+	}
+	return jobs
+}
+
 // rankReport is what a rank of the job's task (hack/cluster/job/task.py) reports.
 type rankReport struct {
 	// Host is the rank's hostname: its Pod's name.
@@ -268,10 +279,7 @@ func expectRestored(job *unstructured.Unstructured, source mutate.Source) {
 // sshd, which each rank found.
 func runWithAddOn(ctx context.Context, tasks ...task) {
 	GinkgoHelper()
-	jobs := make([]*unstructured.Unstructured, len(tasks))
-	for i, t := range tasks {
-		jobs[i] = launchFlyte(ctx, t)
-	}
+	jobs := launchAll(ctx, tasks)
 	for i, t := range tasks {
 		By(t.name)
 		if t.declares() {
@@ -309,10 +317,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 
 	It("without the add-on, runs the tasks that declare no worker command, and not those that declare one", func(ctx SpecContext) {
 		tasks := []task{mpiNothing, horovodNothing, mpiDeclared, horovodDeclared}
-		jobs := make([]*unstructured.Unstructured, len(tasks))
-		for i, t := range tasks {
-			jobs[i] = launchFlyte(ctx, t)
-		}
+		jobs := launchAll(ctx, tasks)
 		for i, t := range tasks {
 			By(t.name)
 			if !t.declares() {
