@@ -65,7 +65,9 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := server.New(cfg, admission.Path, admission.NewWebhook(opts))
+	// The walk of a review, from the server to the decision and back, is
+	// internal/admission's package doc.
+	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts, nil))
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 
 	var decision mutate.Decision
-	handler := &admission.Handler{Options: opts, Observe: func(d mutate.Decision) { decision = d }}
+	handler := admission.NewHandler(opts, func(d mutate.Decision) { decision = d })
 	resp := admit(handler, object, gvk)
 	printDecision(stderr, decision, resp.Warnings)
 	if !resp.Allowed {

@@ -15,11 +15,12 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-// TestOnePassAnswersAsWebhook checks that Handler answers every hostile
-// input, every job Flyte's backend built, and what breaks the reading of a
-// body or the decision, byte for byte as controller-runtime's
-// admission.Webhook around it answers them; and that it reads the jobs
-// in one pass, not through the Webhook's codec.
+// TestOnePassAnswersAsWebhook is the one test that holds writeReview, the
+// webhook's copy of controller-runtime's writer, equal to it: Handler
+// answers every hostile input, every job Flyte's backend built, and what
+// breaks the reading of a body or the decision, byte for byte as
+// controller-runtime's admission.Webhook around it answers them; and it
+// reads the jobs in one pass, not through the Webhook's codec.
 func TestOnePassAnswersAsWebhook(t *testing.T) {
 	inputs := hostileInputs(t)
 	var onePass []string // the inputs that must not go to the codec
@@ -38,15 +39,15 @@ func TestOnePassAnswersAsWebhook(t *testing.T) {
 	valid := reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, flytekitCustom)))
 	onePass = append(onePass, "a Flyte Horovod MPIJob (the reference)")
 	inputs = append(inputs, hostileInput{input: "a body of the Webhook's limit",
-		body: append(append([]byte{}, valid...), bytes.Repeat([]byte(" "), maxRequestBytes-len(valid))...)})
+		body: append(append([]byte{}, valid...), bytes.Repeat([]byte(" "), maxWebhookBodyBytes-len(valid))...)})
 
-	decider := mutate.NewDecider(mutate.DefaultOptions())
 	for _, in := range inputs {
 		t.Run(in.input, func(t *testing.T) {
-			if _, _, err := decider.DecodeReview(in.body); err != nil && slices.Contains(onePass, in.input) {
-				t.Errorf("DecodeReview: %v; want it to read the review", err)
+			h := newHandler()
+			if _, err := decodeReview(in.body, h.jobs); err != nil && slices.Contains(onePass, in.input) {
+				t.Errorf("decodeReview: %v; want it to read the review", err)
 			}
-			compareAnswers(t, newHandler(), in.request)
+			compareAnswers(t, h, in.request)
 		})
 	}
 
@@ -58,7 +59,7 @@ func TestOnePassAnswersAsWebhook(t *testing.T) {
 		})
 	})
 	t.Run("a decision that panics", func(t *testing.T) {
-		panicking := &Handler{Options: mutate.DefaultOptions(), Observe: func(mutate.Decision) { panic("observed") }}
+		panicking := NewHandler(mutate.DefaultOptions(), func(mutate.Decision) { panic("observed") })
 		rec := compareAnswers(t, panicking, hostileInput{body: valid}.request)
 		if !bytes.Contains(rec.Body.Bytes(), []byte(`"code":500`)) {
 			t.Errorf("not a 500 review: %s", rec.Body)
@@ -67,12 +68,13 @@ func TestOnePassAnswersAsWebhook(t *testing.T) {
 }
 
 // compareAnswers serves the request that newRequest makes with h and with
-// h.Webhook(), and fails unless the answers are equal; it returns h's.
+// h's admission.Webhook alone, and fails unless the answers are equal; it
+// returns h's.
 func compareAnswers(t *testing.T, h *Handler, newRequest func() *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
 	got, want := httptest.NewRecorder(), httptest.NewRecorder()
 	h.ServeHTTP(got, newRequest())
-	h.Webhook().ServeHTTP(want, newRequest())
+	h.webhook.ServeHTTP(want, newRequest())
 	if got.Code != want.Code {
 		t.Errorf("status %d, the Webhook's %d", got.Code, want.Code)
 	}

@@ -1,10 +1,8 @@
 package admission
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -15,10 +13,9 @@ import (
 )
 
 // FuzzServeHTTP feeds the handler arbitrary bodies. It must never panic nor
-// answer 5xx; it must answer as admission.Webhook around it does, unless an
-// object has two keys equal but for case; a 200 must carry a response that echoes the request's uid; and
-// a patch must apply to the object, change nothing but the worker command
-// and the source annotation, and, applied, leave nothing to patch.
+// answer 5xx; a 200 must carry a response that echoes the request's uid;
+// and a patch must apply to the object, change nothing but the worker
+// command and the source annotation, and, applied, leave nothing to patch.
 func FuzzServeHTTP(f *testing.F) {
 	for _, version := range []string{"v1", "v2beta1"} {
 		names, err := fixtures.FlyteJobNames(version)
@@ -37,11 +34,6 @@ func FuzzServeHTTP(f *testing.F) {
 	f.Add([]byte(`[`))
 	handler := newHandler()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if !hasFoldedDuplicateKeys(body) {
-			// Such keys are read by the codec's first pass, case-insensitive,
-			// and by the one pass otherwise; the API server never sends them.
-			compareAnswers(t, handler, hostileInput{body: body}.request)
-		}
 		rec := post(handler, body)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
@@ -86,49 +78,4 @@ func FuzzServeHTTP(f *testing.F) {
 			t.Fatalf("not idempotent: %v %s", err, out)
 		}
 	})
-}
-
-// hasFoldedDuplicateKeys reports whether an object in body has two keys equal
-// but for case, or equal; false when body is no JSON, which both decoders refuse.
-func hasFoldedDuplicateKeys(body []byte) bool {
-	type level struct {
-		keys      []string
-		object    bool
-		expectKey bool
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var open []*level // innermost last
-	for {
-		token, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		var top *level
-		if len(open) > 0 {
-			top = open[len(open)-1]
-		}
-		switch token {
-		case json.Delim('{'), json.Delim('['):
-			open = append(open, &level{object: token == json.Delim('{'), expectKey: true})
-		case json.Delim('}'), json.Delim(']'):
-			open = open[:len(open)-1]
-			if len(open) > 0 {
-				open[len(open)-1].expectKey = true // the value ended
-			}
-		default:
-			switch {
-			case top == nil || !top.object:
-			case top.expectKey:
-				key := token.(string)
-				for _, other := range top.keys {
-					if strings.EqualFold(key, other) {
-						return true
-					}
-				}
-				top.keys, top.expectKey = append(top.keys, key), false
-			default:
-				top.expectKey = true
-			}
-		}
-	}
 }

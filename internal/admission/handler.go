@@ -1,13 +1,25 @@
-// Package admission serves mutate.Decider as a Kubernetes mutating
-// admission webhook. Handler reads the AdmissionReview the API server sends,
-// an admission.k8s.io/v1 review of an object, and its object in one pass
-// (mutate.DecodeReview); every other body, malformed or not, goes to
-// controller-runtime's admission.Webhook, which decodes it with the API
-// machinery's codec. Both then answer through the Webhook's Handle, which
-// recovers a panic and puts a logger in the request's context; Handler
-// turns the decision into the answer, a JSON patch or a denial. Every
-// decision about an MPIJob is made in package mutate; the bounds on what a
-// client may send are internal/server's.
+// Package admission serves the webhook's decision, mutate.Decide, as a
+// Kubernetes mutating admission webhook. cmd/webhook makes the Handler
+// (NewHandler) and gives it to internal/server (server.New), which serves it
+// at Path behind its bounds on what a client may send. The walk of a review
+// from there to the decision and back:
+//
+//  1. Handler.ServeHTTP reads the body and decodes the AdmissionReview, an
+//     admission.k8s.io/v1 review of an object, with its MPIJob in one pass
+//     (readReview, in review.go);
+//  2. controller-runtime's admission.Webhook.Handle, around answer, recovers
+//     a panic, puts a logger in the request's context and completes the
+//     answer (its uid, its status): handleReview;
+//  3. answer leaves every request that is no MPIJob creation unchanged,
+//     gives the job to mutate.Decide, counts and logs the decision, and
+//     respond turns it into the answer: a JSON patch, or a denial;
+//  4. writeReview writes the answer as the Webhook writes its own.
+//
+// A body that the one pass does not read (malformed, a review of another
+// version, a field of the wrong JSON type) goes whole to the Webhook
+// instead, which decodes it with the API machinery's codec, calls
+// Handler.Handle (answer, which decodes the object there) and writes the
+// answer itself: such a body is answered as controller-runtime answers it.
 package admission
 
 import (
@@ -15,9 +27,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
-	"sync"
+	"slices"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -26,137 +38,124 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 )
 
 // Path is where the webhook is served.
 const Path = "/mutate-mpijob"
 
-// maxRequestBytes is admission.Webhook's limit on a body: a body that
-// reaches it is left to the Webhook, which refuses it.
-const maxRequestBytes = 7 << 20
-
-// Handler decides on each review with Options. It is the webhook's
-// http.Handler, and the admission.Handler of its admission.Webhook.
+// Handler answers AdmissionReviews of MPIJobs: it is the webhook's
+// http.Handler, and the admission.Handler of the Webhook that answers the
+// bodies its one pass does not read. NewHandler makes it.
 type Handler struct {
-	// Options are the decision's settings, read at the first review.
-	Options mutate.Options
-	// Observe, when set, is called with the decision on every review answered, for metrics.
-	Observe func(mutate.Decision)
-
-	setupOnce sync.Once
-	decider   *mutate.Decider
-	webhook   *admission.Webhook
-	log       logr.Logger // admission.Webhook's own, for what it logs when it writes the answer
+	opts    mutate.Options
+	jobs    *mutate.JobDecoder // of opts' FlyteTaskSelector
+	observe func(mutate.Decision)
+	// webhook is controller-runtime's, whose Handler is this Handler.
+	webhook *admission.Webhook
+	// log is the Webhook's own logger, for what writeReview logs.
+	log logr.Logger
 }
 
-// setup makes, at the first review, what answering takes.
-func (h *Handler) setup() {
-	h.setupOnce.Do(func() {
-		h.decider, h.webhook, h.log = mutate.NewDecider(h.Options), h.Webhook(), logf.Log.WithName("admission")
-	})
+// NewHandler returns the handler the server runs: it decides with opts,
+// counts each decision in flyte_mpi_webhook_decisions_total, and gives it
+// to observe too, when observe is not nil (the preview prints it).
+func NewHandler(opts mutate.Options, observe func(mutate.Decision)) *Handler {
+	h := &Handler{opts: opts, jobs: mutate.NewJobDecoder(opts.FlyteTaskSelector), observe: observe,
+		log: logf.Log.WithName("admission")}
+	h.webhook = &admission.Webhook{Handler: h, LogConstructor: logConstructor}
+	return h
 }
 
-// Webhook serves h behind controller-runtime's admission.Webhook, with a
-// logger for each request.
-func (h *Handler) Webhook() *admission.Webhook {
-	return &admission.Webhook{Handler: h, LogConstructor: logConstructor}
-}
-
-// decodedJobKey carries, in a request's context, the job ServeHTTP decoded
-// with the review, for Handle.
-type decodedJobKey struct{}
-
-// ServeHTTP answers an AdmissionReview. One that DecodeReview reads is
-// answered as admission.Webhook answers it, byte for byte, without the
-// codec's passes over the body; any other body goes to the Webhook.
+// ServeHTTP answers an AdmissionReview; the package doc has its walk.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.setup()
 	if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Content-Type") != "application/json" {
 		h.webhook.ServeHTTP(w, r) // refused before any decode
 		return
 	}
-	body, err := readBody(r)
-	var req *admissionv1.AdmissionRequest
-	var job *mutate.Job
-	if err == nil {
-		req, job, err = h.decider.DecodeReview(body)
-	}
+	rv, err := readReview(r, h.jobs)
 	if err != nil {
-		h.webhook.ServeHTTP(w, r)
+		h.webhook.ServeHTTP(w, r) // the codec reads the same bytes, and Handle answers
 		return
 	}
-	request := admission.Request{AdmissionRequest: *req}
+	writeReview(w, h.handleReview(r.Context(), rv), h.log)
+}
+
+// handleReview answers rv through controller-runtime's
+// admission.Webhook.Handle, with a Webhook of rv's own whose Handler is rv:
+// so rv's job reaches answer as a value, and what surrounds the decision
+// (panic recovery, the logger, Response.Complete) is the library's.
+func (h *Handler) handleReview(ctx context.Context, rv *review) admission.Response {
+	req := admission.Request{AdmissionRequest: rv.request.AdmissionRequest}
 	if log := h.log; log.V(5).Enabled() {
-		logConstructor(log, &request).V(5).Info("received request")
+		logConstructor(log, &req).V(5).Info("received request") // as the Webhook logs a request it decoded
 	}
-	h.writeReview(w, h.webhook.Handle(context.WithValue(r.Context(), decodedJobKey{}, job), request))
+	rv.handler = h
+	rv.webhook = admission.Webhook{Handler: rv, LogConstructor: logConstructor}
+	// StandaloneWebhook gives it the Handler's logger, where the Webhook
+	// would make one for each review; with no MetricsPath it cannot fail.
+	_, _ = admission.StandaloneWebhook(&rv.webhook, admission.StandaloneOptions{Logger: h.log})
+	return rv.webhook.Handle(ctx, req)
 }
 
-// errBodyLeft is readBody's error for a body that reaches maxRequestBytes.
-var errBodyLeft = errors.New("the body reaches the webhook's limit")
-
-// readBody reads r's body in one allocation of its Content-Length. When it
-// fails, or the body reaches maxRequestBytes, it puts back what it read,
-// followed by the rest or the error, for admission.Webhook to meet alike;
-// and when DecodeReview fails, the Webhook reads the same bytes.
-func readBody(r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(int(min(max(r.ContentLength, 0), maxRequestBytes)) + bytes.MinRead) // MinRead: room for ReadFrom's EOF
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxRequestBytes))
-	rest := r.Body
-	switch {
-	case err != nil:
-		rest = io.NopCloser(&failingReader{err})
-	case buf.Len() >= maxRequestBytes:
-		err = errBodyLeft
-	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(buf.Bytes()), rest), r.Body}
-	return buf.Bytes(), err
+// Handle answers req, whose job the one pass decoded with it.
+func (rv *review) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return rv.handler.answer(ctx, &req.AdmissionRequest, rv.job)
 }
 
-// readCloser reads the body put back, and closes the request's.
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
-// failingReader fails with err, as the body did.
-type failingReader struct{ err error }
-
-func (f *failingReader) Read([]byte) (int, error) { return 0, f.err }
-
-// writeReview writes resp as admission.Webhook writes its answer to an
-// admission.k8s.io/v1 review: the answer to the API server, and the logs.
-func (h *Handler) writeReview(w io.Writer, resp admission.Response) {
-	review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: mutate.ReviewAPIVersion, Kind: mutate.ReviewKind},
-		Response: &resp.AdmissionResponse}
-	if err := json.NewEncoder(w).Encode(review); err != nil {
-		// The connection broke: the Webhook tries once more, with a 500.
-		h.log.Error(err, "unable to encode and write the response")
-		serverError := admission.Errored(http.StatusInternalServerError, err)
-		if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{Response: &serverError.AdmissionResponse}); err != nil {
-			h.log.Error(err, "still unable to encode and write the InternalServerError response")
-		}
-		return
-	}
-	if log := h.log; log.V(5).Enabled() {
-		if result := resp.Result; result != nil {
-			log = log.WithValues("code", result.Code, "reason", result.Reason, "message", result.Message)
-		}
-		log.V(5).Info("wrote response", "requestID", resp.UID, "allowed", resp.Allowed)
-	}
-}
-
-// Handle answers one admission request.
+// Handle answers an admission request that controller-runtime's Webhook
+// decoded: its object is decoded here.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	h.setup()
-	job, _ := ctx.Value(decodedJobKey{}).(*mutate.Job) // nil unless ServeHTTP decoded it: DecideJob decodes req.Object
-	d := h.decider.DecideJob(&req.AdmissionRequest, job)
-	if h.Observe != nil {
-		h.Observe(d)
+	return h.answer(ctx, &req.AdmissionRequest, nil)
+}
+
+// answer decides on req and makes the answer. job is req's object when the
+// one pass decoded it; when nil, the object is decoded from req.Object.Raw.
+func (h *Handler) answer(ctx context.Context, req *admissionv1.AdmissionRequest, job *mutate.Job) admission.Response {
+	d := h.decision(req, job)
+	countDecision(d)
+	if h.observe != nil {
+		h.observe(d)
 	}
 	logDecision(logf.FromContext(ctx), d, req.DryRun)
-	return respond(d, &req.AdmissionRequest)
+	return respond(d, req)
+}
+
+// decision is mutate.Decide's on the job that req creates, with job as its
+// object when not nil; every other request, and any request for a
+// subresource, is allowed unchanged.
+func (h *Handler) decision(req *admissionv1.AdmissionRequest, job *mutate.Job) mutate.Decision {
+	skip := mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Container: -1}
+	switch {
+	case req.Kind.Group != mutate.MPIJobGroup || req.Kind.Kind != mutate.MPIJobKind || !slices.Contains(mutate.MPIJobVersions, req.Kind.Version):
+		return skip // not an MPIJob of a version the patch fits
+	case req.Operation != admissionv1.Create:
+		return skip // the worker command is decided once, when the job is created
+	case req.SubResource != "" || req.Resource.Resource != mutate.MPIJobResource:
+		return skip // a status update or another resource of the same kind
+	}
+	if job == nil {
+		if len(req.Object.Raw) == 0 {
+			return malformed(errors.New("the AdmissionReview's request has no object to create"))
+		}
+		var err error
+		if job, err = h.jobs.Decode(req.Object.Raw); err != nil {
+			// A field Decide reads has the wrong JSON type: the API server's
+			// validation refuses the object itself, with a message that says where.
+			return mutate.Decision{Outcome: mutate.OutcomeUnchanged, Container: -1, Warnings: []string{
+				"the MPIJob could not be read, so no worker command was injected: " + err.Error()}}
+		}
+	}
+	if want := req.Kind.Group + "/" + req.Kind.Version; job.APIVersion != want || job.Kind != req.Kind.Kind {
+		return malformed(fmt.Errorf("the object is apiVersion %s kind %s, but the request is for %s %s",
+			truncate.Quoted(job.APIVersion, maxQuotedBytes), truncate.Quoted(job.Kind, maxQuotedBytes), want, req.Kind.Kind))
+	}
+	return mutate.Decide(job, h.opts)
+}
+
+// malformed is the decision on a request whose object err says cannot be read.
+func malformed(err error) mutate.Decision {
+	return mutate.Decision{Outcome: mutate.OutcomeMalformed, Container: -1, Err: err}
 }
 
 // respond is the answer to req that carries decision d.
@@ -192,7 +191,7 @@ func denyInvalid(err error, req *admissionv1.AdmissionRequest) admission.Respons
 	if annotationErr, ok := errors.AsType[*mutate.AnnotationError](err); ok {
 		status.Details = &metav1.StatusDetails{Group: req.Kind.Group, Kind: req.Kind.Kind, Name: req.Name,
 			Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: annotationErr.Field(),
-				Message: mutate.Truncate(annotationErr.Err.Error())}}}
+				Message: annotationErr.Detail()}}}
 	}
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: status}}
 }

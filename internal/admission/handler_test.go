@@ -110,9 +110,9 @@ func applyPatch(t testing.TB, object []byte, resp *admissionv1.AdmissionResponse
 	return out
 }
 
-// newHandler is the webhook with the default options, its decisions uncounted.
+// newHandler is the webhook with the default options.
 func newHandler() *Handler {
-	return &Handler{Options: mutate.DefaultOptions()}
+	return NewHandler(mutate.DefaultOptions(), nil)
 }
 
 // TestAdmitFlyteHorovodJob runs Flyte's own MPIJobs through the handler and
@@ -291,7 +291,7 @@ func TestDenyInvalidAnnotation(t *testing.T) {
 // malformed, never as a denial, and a body that is no review not at all:
 // admission.Webhook answers it before any decision.
 func TestDecisionMetric(t *testing.T) {
-	h := NewWebhook(mutate.DefaultOptions())
+	h := newHandler()
 	serve := func(method string, body []byte) {
 		req := httptest.NewRequest(method, Path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -20,12 +20,6 @@ func init() {
 	metrics.Registry.MustRegister(decisionsTotal)
 }
 
-// NewWebhook returns the http.Handler the server runs: a Handler that decides
-// with opts and counts its decisions in flyte_mpi_webhook_decisions_total.
-func NewWebhook(opts mutate.Options) *Handler {
-	return &Handler{Options: opts, Observe: countDecision}
-}
-
 // countDecision counts one decision.
 func countDecision(d mutate.Decision) {
 	source := string(d.Source)

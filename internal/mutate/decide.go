@@ -10,6 +10,8 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 )
 
 // Outcome is what Decide did with an MPIJob; it names the decision in logs and metrics.
@@ -27,6 +29,11 @@ const (
 	OutcomeDeniedInvalid Outcome = "denied_invalid"
 	// OutcomeWarnedInvalid: an annotation is invalid and the MPIJob is admitted unchanged, with a warning.
 	OutcomeWarnedInvalid Outcome = "warned_invalid"
+	// OutcomeMalformed: the request is no MPIJob creation that can be read;
+	// the object is refused as a bad request. Decide never returns it: the
+	// admission handler does, for a request whose object it cannot give to
+	// Decide, so that every answer is counted by one list of outcomes.
+	OutcomeMalformed Outcome = "malformed"
 )
 
 // Decision is the result of Decide.
@@ -57,7 +64,13 @@ type AnnotationError struct {
 	Path *field.Path
 }
 
-func (e *AnnotationError) Error() string { return Truncate(e.Key + ": " + e.Err.Error()) }
+func (e *AnnotationError) Error() string {
+	return truncate.String(e.Key+": "+e.Err.Error(), maxMessageBytes)
+}
+
+// Detail is why the annotation is invalid, without its key, bounded as
+// Error is: the message of the cause that names the annotation's Field.
+func (e *AnnotationError) Detail() string { return truncate.String(e.Err.Error(), maxMessageBytes) }
 
 // Field is the path of the annotation in the MPIJob, as the API server names the fields of an invalid object.
 func (e *AnnotationError) Field() string { return e.Path.String() }

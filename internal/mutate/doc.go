@@ -1,15 +1,15 @@
 // Package mutate decides which command the worker of a Flyte MPIJob runs.
 //
-// It is the whole of the webhook's logic and has no client, no HTTP and no
-// global state: Decide takes the parts of an MPIJob it reads (a Job, decoded
-// from kubeflow.org/v1 or v2beta1, which share the paths involved, by
-// DecodeJob, which skips everything else unallocated) and the Options, and
-// returns a Decision that carries the JSON patch to apply. A Decider decides
-// on a whole admission request: which requests are MPIJob creations, the
-// decode, then Decide; DecodeReview decodes a whole AdmissionReview with its
-// object in one pass, for the server. The admission handler, the preview
-// command and the tests all go through it, so what a user previews is what
-// the server does.
+// It is the whole of the webhook's logic and has no client, no HTTP, no
+// AdmissionReview and no global state. A JobDecoder decodes the parts of an
+// MPIJob that Decide reads (a Job: kubeflow.org/v1 and v2beta1 share the
+// paths involved), skipping everything else unallocated; Decide takes the
+// Job and the Options and returns a Decision, which carries the JSON patch
+// to apply. The admission handler (internal/admission) decodes the
+// AdmissionReview and, in the same pass, its job (JobDecoder.Target), leaves
+// alone every request that is no MPIJob creation, and calls Decide: the
+// walk of a review is in its package doc. The preview command goes through
+// that handler, so what a user previews is what the server does.
 //
 // Flyte copies one pod spec into the Launcher and the Worker, and writes a
 // worker command that the task declares into the worker container's args,

@@ -133,10 +133,10 @@ func applyToJob(t *testing.T, job *Job, d Decision) *Job {
 	if err != nil {
 		t.Fatalf("the patch %s does not apply to %s: %v", ops, doc, err)
 	}
-	patched, err := DecodeJob(out, labels.Everything())
+	patched, err := NewJobDecoder(labels.Everything()).Decode(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	patched.Metadata.Labels = job.Metadata.Labels // not encoded (DecodeJob reads them), and never patched
+	patched.Metadata.Labels = job.Metadata.Labels // not encoded (JobDecoder reads them), and never patched
 	return patched
 }

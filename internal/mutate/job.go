@@ -6,6 +6,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// The MPIJob resource, as an admission request names it: the one place the
+// webhook, its preview and its tests take it from.
+const (
+	MPIJobGroup    = "kubeflow.org"
+	MPIJobKind     = "MPIJob"
+	MPIJobResource = "mpijobs"
+)
+
+// MPIJobVersions are the MPIJob versions whose replicas sit at the paths Job
+// decodes and the patch writes: the training-operator's and mpi-operator's.
+var MPIJobVersions = []string{"v1", "v2beta1"}
+
 // Job is the part of an MPIJob that Decide reads. kubeflow.org/v1 and
 // kubeflow.org/v2beta1 agree on every path in it, and every field the webhook
 // does not read is left out: decoding skips it, and the patch never rewrites it.
@@ -20,7 +32,7 @@ type Job struct {
 type Metadata struct {
 	Name      string `json:"name,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
-	// Labels are those that the Flyte task selector reads: DecodeJob sets them.
+	// Labels are those that the Flyte task selector reads: JobDecoder sets them.
 	Labels      map[string]string `json:"-"`
 	Annotations Annotations       `json:"annotations,omitempty"`
 }
@@ -64,7 +76,7 @@ type PodSpec struct {
 // container that is not first; a pod has a handful.
 const MaxContainers = 64
 
-// Containers is a pod template's first MaxContainers containers: DecodeJob
+// Containers is a pod template's first MaxContainers containers: JobDecoder
 // skips the rest without allocating, so that a review of a million empty
 // containers costs what one of MaxContainers does.
 type Containers []Container

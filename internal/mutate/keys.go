@@ -12,31 +12,31 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// DecodeJob decodes an MPIJob as the API server sends it, keeping only what
-// Decide reads with selector: of the labels, those the selector reads; of
-// the annotations, this webhook's (Annotations); of each replica's
-// containers, the first MaxContainers (Containers). Every other label,
-// annotation and container is skipped without being allocated, so that a
-// review costs about what its bytes do, whatever they hold.
-func DecodeJob(raw []byte, selector labels.Selector) (*Job, error) {
-	return newJobDecoder(selector).decode(raw)
-}
-
-// jobDecoder decodes the parts of an MPIJob that Decide reads in one pass
-// of the JSON decoder, into a type made for the selector's label keys: a
-// struct field per key, beside the fixed fields of jobWire. A struct skips
-// every member it has no field for without allocating it, where a map, or a
-// custom unmarshaler, would hold it or scan it again.
-type jobDecoder struct {
+// JobDecoder decodes an MPIJob as the API server sends it, keeping only what
+// Decide reads: of the labels, those its selector reads; of the annotations,
+// this webhook's (Annotations); of each replica's containers, the first
+// MaxContainers (Containers). Every other label, annotation and container is
+// skipped without being allocated, so that a review costs about what its
+// bytes do, whatever they hold.
+//
+// It decodes in one pass of the JSON decoder, into a type made for the
+// selector's label keys: a struct field per key, beside the fixed fields of
+// jobWire. A struct skips every member it has no field for without
+// allocating it, where a map, or a custom unmarshaler, would hold it or scan
+// it again.
+type JobDecoder struct {
 	labelKeys []string
 	// typ is struct{ jobWire; Metadata struct{ metadataWire; Labels struct{ K0 *string `json:"key0"`; ... } } }:
 	// the outer Metadata shadows jobWire's, which has no labels.
 	typ reflect.Type
+	// ptr is *typ, which a Target holds a pointer to.
+	ptr reflect.Type
 }
 
-// newJobDecoder returns the decoder of the labels selector reads.
-// reflect.StructOf costs more than a decode: a Decider makes it once.
-func newJobDecoder(selector labels.Selector) jobDecoder {
+// NewJobDecoder returns the decoder of the labels selector reads: give
+// Decide the jobs it decodes with Options whose FlyteTaskSelector is
+// selector. reflect.StructOf costs more than a decode: make one and keep it.
+func NewJobDecoder(selector labels.Selector) *JobDecoder {
 	requirements, _ := selector.Requirements()
 	var keys []string
 	for _, r := range requirements {
@@ -54,14 +54,15 @@ func newJobDecoder(selector labels.Selector) jobDecoder {
 		{Name: "MetadataWire", Type: reflect.TypeFor[metadataWire](), Anonymous: true},
 		{Name: "Labels", Type: reflect.StructOf(fields), Tag: `json:"labels"`},
 	})
-	return jobDecoder{labelKeys: keys, typ: reflect.StructOf([]reflect.StructField{
+	typ := reflect.StructOf([]reflect.StructField{
 		{Name: "JobWire", Type: reflect.TypeFor[jobWire](), Anonymous: true},
 		{Name: "Metadata", Type: metadata, Tag: `json:"metadata"`},
-	})}
+	})
+	return &JobDecoder{labelKeys: keys, typ: typ, ptr: reflect.PointerTo(typ)}
 }
 
-// decode decodes raw, an MPIJob.
-func (d jobDecoder) decode(raw []byte) (*Job, error) {
+// Decode decodes raw, an MPIJob.
+func (d *JobDecoder) Decode(raw []byte) (*Job, error) {
 	decoded := reflect.New(d.typ)
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, decoded.Interface()); err != nil {
 		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
@@ -69,13 +70,43 @@ func (d jobDecoder) decode(raw []byte) (*Job, error) {
 			typeErr.Struct = "Job"
 			typeErr.Field = strings.NewReplacer("JobWire.", "", "MetadataWire.", "").Replace(typeErr.Field)
 		}
-		return nil, err
+		return nil, err // the caller says what could not be read: the json error names the field
 	}
 	return d.job(decoded.Elem()), nil
 }
 
+// Target returns a place for a JSON decoder (sigs.k8s.io/json, or
+// encoding/json) to decode an MPIJob into as Decode does, in the same pass
+// as the document that holds it: an AdmissionReview, whose request's object
+// is the job.
+func (d *JobDecoder) Target() JobTarget {
+	return JobTarget{decoder: d, decoded: reflect.New(d.ptr)}
+}
+
+// JobTarget is where a JSON decoder decodes an MPIJob that a larger
+// document holds. Put Into() in the document's field for the job, a field
+// of type any: the JSON decoder decodes into the pointer such a field holds.
+type JobTarget struct {
+	decoder *JobDecoder
+	// decoded is a **typ: the JSON decoder allocates the *typ when it meets
+	// an object, and leaves it nil for null or for no member at all.
+	decoded reflect.Value
+}
+
+// Into is the value to put in the document's field for the job.
+func (t JobTarget) Into() any { return t.decoded.Interface() }
+
+// Job returns the Job decoded into t; nil when the document held null, or
+// nothing, where the job would be.
+func (t JobTarget) Job() *Job {
+	if t.decoded.Elem().IsNil() {
+		return nil
+	}
+	return t.decoder.job(t.decoded.Elem().Elem())
+}
+
 // job returns the Job that decoded, a value of d.typ, holds.
-func (d jobDecoder) job(decoded reflect.Value) *Job {
+func (d *JobDecoder) job(decoded reflect.Value) *Job {
 	wire, metadata := decoded.Field(0).Addr().Interface().(*jobWire), decoded.Field(1)
 	job := &Job{APIVersion: wire.APIVersion, Kind: wire.Kind, Spec: JobSpec{MPIReplicaSpecs: ReplicaSpecs{
 		Launcher: wire.Spec.MPIReplicaSpecs.Launcher.replicaSpec(), Worker: wire.Spec.MPIReplicaSpecs.Worker.replicaSpec()}}}

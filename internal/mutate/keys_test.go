@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// TestDecodeJob checks what DecodeJob keeps of an MPIJob: the labels the
+// TestDecodeJob checks what a JobDecoder keeps of an MPIJob: the labels the
 // selector reads, this webhook's annotations, and the first MaxContainers
 // containers; whether annotations are present matters to the patch.
 func TestDecodeJob(t *testing.T) {
@@ -66,7 +67,7 @@ func TestDecodeJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			job, err := DecodeJob([]byte(tt.object), selector)
+			job, err := NewJobDecoder(selector).Decode([]byte(tt.object))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +88,7 @@ func TestDecodeJob(t *testing.T) {
 }
 
 // TestDecodeJobAllocatesForWhatItKeeps checks that a flood of containers,
-// labels or annotations costs DecodeJob no more allocations than a handful:
+// labels or annotations costs a JobDecoder no more allocations than a handful:
 // what it skips, it does not allocate.
 func TestDecodeJobAllocatesForWhatItKeeps(t *testing.T) {
 	flood := func(n int) []byte {
@@ -100,10 +101,10 @@ func TestDecodeJobAllocatesForWhatItKeeps(t *testing.T) {
 			`},"annotations":{` + strings.Join(keyed, ",") + `}},"spec":{"mpiReplicaSpecs":{"Worker":{"template":{"spec":` +
 			`{"containers":[` + strings.Join(containers, ",") + `]}}}}}}`)
 	}
-	selector := DefaultOptions().FlyteTaskSelector
+	jobs := NewJobDecoder(DefaultOptions().FlyteTaskSelector)
 	allocs := func(object []byte) float64 {
 		return testing.AllocsPerRun(5, func() {
-			if _, err := DecodeJob(object, selector); err != nil {
+			if _, err := jobs.Decode(object); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -111,5 +112,40 @@ func TestDecodeJobAllocatesForWhatItKeeps(t *testing.T) {
 	few, lots := allocs(flood(MaxContainers)), allocs(flood(100*MaxContainers))
 	if lots > few+10 {
 		t.Errorf("%v allocations for %d containers, labels and annotations; %v for %d", lots, 100*MaxContainers, few, MaxContainers)
+	}
+}
+
+// TestJobTarget checks that a job decoded in the pass over a document that
+// holds it is the job Decode decodes, and that null or no job is none.
+func TestJobTarget(t *testing.T) {
+	jobs := NewJobDecoder(DefaultOptions().FlyteTaskSelector)
+	const object = `{"apiVersion":"kubeflow.org/v1","kind":"MPIJob","metadata":{"labels":{"execution-id":"e","x":"y"},` +
+		`"annotations":{"mpi.flyte.org/worker-spec-command":"sshd"}},"spec":{"mpiReplicaSpecs":{"Worker":{"template":{"spec":{"containers":[{"name":"mpi"}]}}}}}}`
+	want, err := jobs.Decode([]byte(object))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		document string
+		want     *Job
+	}{
+		{"a job", `{"job":` + object + `}`, want},
+		{"null", `{"job":null}`, nil},
+		{"no job", `{"other":1}`, nil},
+		{"an empty object", `{"job":{}}`, &Job{Metadata: Metadata{Labels: map[string]string{}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			target := jobs.Target()
+			document := struct {
+				Job any `json:"job"`
+			}{target.Into()}
+			if err := json.Unmarshal([]byte(tt.document), &document); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, target.Job()); diff != "" {
+				t.Errorf("Job() (-Decode +Target):\n%s", diff)
+			}
+		})
 	}
 }

@@ -1,9 +1,6 @@
 package mutate
 
-import (
-	"fmt"
-	"strconv"
-)
+import "github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 
 // maxQuotedBytes is the most of a value that a message quotes. A message
 // says what was wrong and where (the byte offset); the rest of a 64 KiB
@@ -14,18 +11,5 @@ const maxQuotedBytes = 256
 // library quoted into it.
 const maxMessageBytes = 1024
 
-// quote quotes s as %q does, cut after maxQuotedBytes bytes.
-func quote(s string) string {
-	if len(s) <= maxQuotedBytes {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:maxQuotedBytes]), len(s))
-}
-
-// Truncate cuts s after maxMessageBytes bytes, saying how long it was.
-func Truncate(s string) string {
-	if len(s) <= maxMessageBytes {
-		return s
-	}
-	return fmt.Sprintf("%s… (%d bytes)", s[:maxMessageBytes], len(s))
-}
+// quote quotes s as %q does, truncated after maxQuotedBytes bytes.
+func quote(s string) string { return truncate.Quoted(s, maxQuotedBytes) }

@@ -9,9 +9,6 @@ import (
 
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
-	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
@@ -34,8 +31,8 @@ var flyteReleases = []string{"v1.9.12", "v1.10.6", "v1.13.0", "v1.14.0", "v1.14.
 // TestFlyteReleases holds the webhook's decision on the MPIJob that each
 // Flyte release's backend builds for each task to the source
 // fixtures.FlyteExpected gives it (which says why a release differs), under
-// config/default's options (the defaults), through the Decider as the
-// handler calls it. Compatibility with a Flyte release, as
+// config/default's options (the defaults), decoded and decided on as the
+// handler does it. Compatibility with a Flyte release, as
 // docs/COMPATIBILITY.md states it, is measured here; test/envtest holds the
 // admission policy to the same jobs.
 func TestFlyteReleases(t *testing.T) {
@@ -49,7 +46,8 @@ func TestFlyteReleases(t *testing.T) {
 	if diff := cmp.Diff(flyteReleases, documentedReleases(t)); diff != "" {
 		t.Errorf("docs/COMPATIBILITY.md's Flyte rows are not the releases this test measures (-measured +documented):\n%s", diff)
 	}
-	decider := NewDecider(DefaultOptions()) // as config/default runs it
+	opts := DefaultOptions() // as config/default runs it
+	jobs := NewJobDecoder(opts.FlyteTaskSelector)
 
 	for _, release := range releases {
 		for _, task := range fixtures.FlyteJobs {
@@ -59,12 +57,11 @@ func TestFlyteReleases(t *testing.T) {
 					t.Fatal(err)
 				}
 				sent := fixtures.MustJSON(job)
-				d := decider.Decide(&admissionv1.AdmissionRequest{
-					Kind:      metav1.GroupVersionKind{Group: MPIJobGroup, Version: "v1", Kind: MPIJobKind},
-					Resource:  metav1.GroupVersionResource{Group: MPIJobGroup, Version: "v1", Resource: MPIJobResource},
-					Operation: admissionv1.Create,
-					Object:    runtime.RawExtension{Raw: sent},
-				})
+				decoded, err := jobs.Decode(sent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := Decide(decoded, opts)
 				if len(d.Warnings) > 0 || d.Err != nil {
 					t.Errorf("warnings %q, error %v; want neither", d.Warnings, d.Err)
 				}

@@ -217,7 +217,7 @@ func webhookPatch(env *framework.Env) []byte {
 		bytes.NewReader(fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob(env.Version), admissionv1.Create)))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
-	admission.NewWebhook(mutate.DefaultOptions()).ServeHTTP(rec, req)
+	admission.NewHandler(mutate.DefaultOptions(), nil).ServeHTTP(rec, req)
 	var answer admissionv1.AdmissionReview
 	Expect(json.Unmarshal(rec.Body.Bytes(), &answer)).To(Succeed(), rec.Body.String())
 	Expect(answer.Response.Patch).NotTo(BeEmpty())

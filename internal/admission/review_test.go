@@ -1,4 +1,4 @@
-package mutate
+package admission
 
 import (
 	"errors"
@@ -11,15 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "sigs.k8s.io/json"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-// TestDecodeReview checks that DecodeReview reads a review's request as the
-// codec does, and its object as DecodeJob does, for every job Flyte's
+// TestDecodeReview checks that decodeReview reads a review's request as the
+// codec does, and its object as a JobDecoder does, for every job Flyte's
 // backend built; and that it refuses what its caller must leave to the codec.
 func TestDecodeReview(t *testing.T) {
-	decider := NewDecider(DefaultOptions())
-	for _, version := range MPIJobVersions {
+	jobs := mutate.NewJobDecoder(mutate.DefaultOptions().FlyteTaskSelector)
+	for _, version := range mutate.MPIJobVersions {
 		names, err := fixtures.FlyteJobNames(version)
 		if err != nil {
 			t.Fatal(err)
@@ -37,20 +38,20 @@ func TestDecodeReview(t *testing.T) {
 				if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &want); err != nil {
 					t.Fatal(err)
 				}
-				wantJob, err := DecodeJob(want.Request.Object.Raw, DefaultOptions().FlyteTaskSelector)
+				wantJob, err := jobs.Decode(want.Request.Object.Raw)
 				if err != nil {
 					t.Fatal(err)
 				}
 				want.Request.Object = runtime.RawExtension{} // the job holds it
-				req, gotJob, err := decider.DecodeReview(body)
+				got, err := decodeReview(body, jobs)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(want.Request, req); diff != "" {
-					t.Errorf("request (-codec +DecodeReview):\n%s", diff)
+				if diff := cmp.Diff(*want.Request, got.request.AdmissionRequest); diff != "" {
+					t.Errorf("request (-codec +decodeReview):\n%s", diff)
 				}
-				if diff := cmp.Diff(wantJob, gotJob); diff != "" {
-					t.Errorf("job (-DecodeJob +DecodeReview):\n%s", diff)
+				if diff := cmp.Diff(wantJob, got.job); diff != "" {
+					t.Errorf("job (-JobDecoder +decodeReview):\n%s", diff)
 				}
 			})
 		}
@@ -63,7 +64,7 @@ func TestDecodeReview(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
 		body        []byte
-		notOfObject bool // the body decodes, but is no review DecodeReview reads
+		notOfObject bool // the body decodes, but is no review decodeReview reads
 	}{
 		{"admission.k8s.io/v1beta1", review("admission.k8s.io/v1beta1", `,"request":{`+object+`}`), true},
 		{"another kind", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"ConversionReview","request":{` + object + `}}`), true},
@@ -80,15 +81,15 @@ func TestDecodeReview(t *testing.T) {
 		{"garbage after the review", append(review("admission.k8s.io/v1", `,"request":{`+object+`}`), '}'), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, _, err := decider.DecodeReview(tt.body); err == nil || errors.Is(err, ErrNotReviewOfObject) != tt.notOfObject {
-				t.Errorf("error %v; want one that is ErrNotReviewOfObject: %t", err, tt.notOfObject)
+			if _, err := decodeReview(tt.body, jobs); err == nil || errors.Is(err, errNotReviewOfObject) != tt.notOfObject {
+				t.Errorf("error %v; want one that is errNotReviewOfObject: %t", err, tt.notOfObject)
 			}
 		})
 	}
 }
 
-// TestDecodeReviewAllocatesForWhatItKeeps checks that DecodeReview, like
-// DecodeJob, allocates no more for a flood of containers, labels and
+// TestDecodeReviewAllocatesForWhatItKeeps checks that decodeReview, like a
+// JobDecoder, allocates no more for a flood of containers, labels and
 // annotations than for a handful.
 func TestDecodeReviewAllocatesForWhatItKeeps(t *testing.T) {
 	flood := func(n int) []byte {
@@ -102,16 +103,16 @@ func TestDecodeReviewAllocatesForWhatItKeeps(t *testing.T) {
 			`{"containers":[` + strings.Join(containers, ",") + `]}}}}}}`
 		return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":` + object + `}}`)
 	}
-	decider := NewDecider(DefaultOptions())
+	jobs := mutate.NewJobDecoder(mutate.DefaultOptions().FlyteTaskSelector)
 	allocs := func(body []byte) float64 {
 		return testing.AllocsPerRun(5, func() {
-			if _, _, err := decider.DecodeReview(body); err != nil {
+			if _, err := decodeReview(body, jobs); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-	few, lots := allocs(flood(MaxContainers)), allocs(flood(100*MaxContainers))
+	few, lots := allocs(flood(mutate.MaxContainers)), allocs(flood(100*mutate.MaxContainers))
 	if lots > few+10 {
-		t.Errorf("%v allocations for %d containers, labels and annotations; %v for %d", lots, 100*MaxContainers, few, MaxContainers)
+		t.Errorf("%v allocations for %d containers, labels and annotations; %v for %d", lots, 100*mutate.MaxContainers, few, mutate.MaxContainers)
 	}
 }
