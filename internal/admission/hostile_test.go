@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -244,8 +245,5 @@ func markdownCell(s string) string {
 	const max = 300
 	// protobuf's errors vary their spaces on purpose; the page must not
 	s = strings.NewReplacer("|", `\|`, "\n", " ", "\u00a0", " ").Replace(s)
-	if len(s) > max {
-		s = s[:max] + fmt.Sprintf("… (%d bytes)", len(s))
-	}
-	return s
+	return truncate.String(s, max)
 }

@@ -5,6 +5,8 @@ import (
 	"reflect"
 
 	"github.com/go-logr/logr"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 )
 
 // MaxLogValueBytes bounds each value of a log line, and its message: what a
@@ -12,32 +14,32 @@ import (
 // library's error that quotes the body), and no client may fill the logs.
 const MaxLogValueBytes = 1024
 
-// BoundedLogger returns base with every message and value cut to
+// BoundedLogger returns base with every message and value truncated to
 // MaxLogValueBytes, as text.
 func BoundedLogger(base logr.Logger) logr.Logger {
 	return logr.New(boundedSink{base.GetSink()})
 }
 
-// boundedSink cuts what it passes to the sink it wraps.
+// boundedSink truncates what it passes to the sink it wraps.
 type boundedSink struct{ logr.LogSink }
 
 func (s boundedSink) Info(level int, msg string, kv ...any) {
-	s.LogSink.Info(level, cut(msg), cutValues(kv)...)
+	s.LogSink.Info(level, truncated(msg), truncateValues(kv)...)
 }
 
 func (s boundedSink) Error(err error, msg string, kv ...any) {
 	if err != nil {
-		err = cutError{err}
+		err = truncatedError{err}
 	}
-	s.LogSink.Error(err, cut(msg), cutValues(kv)...)
+	s.LogSink.Error(err, truncated(msg), truncateValues(kv)...)
 }
 
 func (s boundedSink) WithValues(kv ...any) logr.LogSink {
-	return boundedSink{s.LogSink.WithValues(cutValues(kv)...)}
+	return boundedSink{s.LogSink.WithValues(truncateValues(kv)...)}
 }
 
 func (s boundedSink) WithName(name string) logr.LogSink {
-	return boundedSink{s.LogSink.WithName(cut(name))}
+	return boundedSink{s.LogSink.WithName(truncated(name))}
 }
 
 // WithCallDepth keeps the caller's line in the log, one frame further up.
@@ -48,9 +50,9 @@ func (s boundedSink) WithCallDepth(depth int) logr.LogSink {
 	return s
 }
 
-// cutValues cuts the values of key/value pairs whose text is long; the keys
-// are the code's own.
-func cutValues(kv []any) []any {
+// truncateValues truncates the values of key/value pairs whose text is
+// long; the keys are the code's own.
+func truncateValues(kv []any) []any {
 	out := make([]any, len(kv))
 	for i, v := range kv {
 		out[i] = v
@@ -59,34 +61,30 @@ func cutValues(kv []any) []any {
 		}
 		switch v := v.(type) {
 		case string:
-			out[i] = cut(v)
+			out[i] = truncated(v)
 		case error:
-			out[i] = cut(v.Error())
+			out[i] = truncated(v.Error())
 		case fmt.Stringer:
-			out[i] = cut(v.String())
+			out[i] = truncated(v.String())
 		case []string:
-			cutList := make([]string, len(v))
+			truncatedList := make([]string, len(v))
 			for j, s := range v {
-				cutList[j] = cut(s)
+				truncatedList[j] = truncated(s)
 			}
-			out[i] = cutList
+			out[i] = truncatedList
 		default:
 			if r := reflect.ValueOf(v); r.Kind() == reflect.String { // a UID, a name of a type of its own
-				out[i] = cut(r.String())
+				out[i] = truncated(r.String())
 			}
 		}
 	}
 	return out
 }
 
-// cutError is an error whose text is cut.
-type cutError struct{ error }
+// truncatedError is an error whose text is truncated.
+type truncatedError struct{ error }
 
-func (e cutError) Error() string { return cut(e.error.Error()) }
+func (e truncatedError) Error() string { return truncated(e.error.Error()) }
 
-func cut(s string) string {
-	if len(s) <= MaxLogValueBytes {
-		return s
-	}
-	return fmt.Sprintf("%s… (%d bytes)", s[:MaxLogValueBytes], len(s))
-}
+// truncated is s truncated to MaxLogValueBytes.
+func truncated(s string) string { return truncate.String(s, MaxLogValueBytes) }
