@@ -63,7 +63,7 @@ func attackTransport(w *webhook, keepAlive bool, idle int) *http.Transport {
 
 // idleConns holds -idle-conns TLS connections that complete a handshake
 // and send nothing more, each opened again when closed: with the webhook's
-// -nofile 1,024, more than its ports' bounds leave room for.
+// -nofile 1,024, more than its ports' bounds hold.
 func idleConns(ctx context.Context, w *webhook) string {
 	dialer := &tls.Dialer{NetDialer: attacker, Config: w.tls}
 	opened, failed := repeat(ctx, *idleN, func() error {
@@ -101,7 +101,7 @@ func manyLabelsReview(n int) []byte {
 func partialHello(ctx context.Context, w *webhook) string {
 	hello := partialClientHello(*helloBytes)
 	sent, failed := repeat(ctx, *helloConns, func() error { return hold(ctx, w.address, hello, *helloRenew) })
-	return fmt.Sprintf("%d connections each sent a partial ClientHello of %d bytes: %d were cut or renewed and sent again, %d failed to connect",
+	return fmt.Sprintf("%d connections each sent a partial ClientHello of %d bytes: %d were closed or renewed and sent again, %d failed to connect",
 		*helloConns, len(hello), sent, failed)
 }
 
@@ -191,7 +191,7 @@ func headerFlood(ctx context.Context, w *webhook) string {
 		metricsSent, metricsFailed = repeat(ctx, *headerConns, func() error { return hold(ctx, w.metrics, header, 0) })
 	})
 	wg.Wait()
-	return fmt.Sprintf("%d connections to each port, each sending a header of %d bytes: the probe port cut %d (%d failed to connect), the metrics port %d (%d)",
+	return fmt.Sprintf("%d connections to each port, each sending a header of %d bytes: the probe port closed %d (%d failed to connect), the metrics port %d (%d)",
 		*headerConns, len(header), probeSent, probeFailed, metricsSent, metricsFailed)
 }
 
@@ -226,7 +226,7 @@ func reviewOf(job *unstructured.Unstructured) []byte {
 
 // repeat runs fn in n goroutines, each again as soon as it returns, until
 // ctx ends, and returns how many runs succeeded and failed, those the end
-// cut left out. After a failure it waits 100 ms: a webhook that refuses
+// interrupted left out. After a failure it waits 100 ms: a webhook that refuses
 // connections is not to be spun against.
 func repeat(ctx context.Context, n int, fn func() error) (ok, failed int64) {
 	var oks, fails atomic.Int64
@@ -281,7 +281,7 @@ func postBackToBack(ctx context.Context, w *webhook, clients int, review []byte)
 	repeat(ctx, clients, func() error {
 		answer, size, err := postCounting(ctx, client, w.url, review)
 		if ctx.Err() != nil {
-			return nil // cut by the scenario's end
+			return nil // interrupted by the scenario's end
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -308,7 +308,7 @@ func postCounting(ctx context.Context, client *http.Client, url string, review [
 	}
 	switch {
 	case err != nil:
-		return "cut", len(body), err
+		return "broken", len(body), err // the body's read failed
 	case json.Unmarshal(body, &answer) != nil || answer.Response == nil:
 		return fmt.Sprint(resp.StatusCode), len(body), nil
 	case answer.Response.Allowed:

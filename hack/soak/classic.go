@@ -29,7 +29,7 @@ var (
 // send it slowly, -posters clients posting reviews of -big-bytes back to
 // back, and a certificate rotation every -rotate-every.
 func classic(ctx context.Context, w *webhook) string {
-	var trickled, cut, posted, bigAllowed atomic.Int64
+	var trickled, requests, posted, bigAllowed atomic.Int64
 	var rotations []string
 	var wg sync.WaitGroup
 	for range *tricklers { // each declares 3 MiB, sends it slowly, and starts again once answered
@@ -42,7 +42,7 @@ func classic(ctx context.Context, w *webhook) string {
 				if resp, err := c.Do(req); err == nil {
 					resp.Body.Close()
 				}
-				cut.Add(1)
+				requests.Add(1)
 			}
 		})
 	}
@@ -59,7 +59,7 @@ func classic(ctx context.Context, w *webhook) string {
 	wg.Go(func() { rotations = rotate(ctx, w) })
 	wg.Wait()
 	return fmt.Sprintf("%d tricklers wrote %d MiB in %d requests; %d posters sent %d reviews of %d bytes, %d answered 200; rotations: %s",
-		*tricklers, trickled.Load()>>20, cut.Load(), *posters, posted.Load(), len(big), bigAllowed.Load(), strings.Join(rotations, ", "))
+		*tricklers, trickled.Load()>>20, requests.Load(), *posters, posted.Load(), len(big), bigAllowed.Load(), strings.Join(rotations, ", "))
 }
 
 // rotate swaps in a renewed certificate, as the kubelet swaps a Secret,

@@ -100,7 +100,7 @@ func TestProbeServerBoundsHeaders(t *testing.T) {
 	}
 }
 
-// TestBoundedLogger checks that long messages and values are cut, whatever their type.
+// TestBoundedLogger checks that long messages and values are truncated, whatever their type.
 func TestBoundedLogger(t *testing.T) {
 	long := strings.Repeat("<", 3*MaxLogValueBytes)
 	want := fmt.Sprintf("%s… (%d bytes)", strings.Repeat("<", MaxLogValueBytes), len(long))

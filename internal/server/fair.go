@@ -17,7 +17,7 @@ import (
 // holding the most, if that address would still hold more than the
 // newcomer's (shares.fairVictim). Handshakes in progress and reviews being
 // decided (fairGate): a place that frees goes to the address running the
-// fewest. One address, or a few, flooding the port still leaves room and
+// fewest. One address, or a few, flooding the port still leaves places and
 // CPU for another. An attacker spread over many addresses is not told apart.
 
 // shares is what each client address holds, oldest first.
@@ -98,10 +98,10 @@ func clientAddress(remote string) string {
 // another client's, and keeps at most max open. Beyond it, a newcomer takes
 // the place of the oldest connection of the address holding the most, when
 // that address would still hold more; otherwise it waits, unread, in a
-// waiting room of maxWaiting, oldest first, for the next place that frees:
-// a lone API server under a burst (nobody else to take a place from) is
-// served late, not refused. When the room is full its oldest is reset: it
-// has waited longest, and its client has likely given up or retried.
+// queue of maxWaiting, oldest first, for the next place that frees: a lone
+// API server under a burst (nobody else to take a place from) is served
+// late, not refused. When the queue is full its oldest is reset: it has
+// waited longest, and its client has likely given up or retried.
 type fairListener struct {
 	net.Listener
 	max, maxWaiting int
@@ -180,7 +180,7 @@ func (l *fairListener) Accept() (net.Conn, error) {
 }
 
 // arrive gives c a place, taking one from another address if need be, or
-// puts it in the waiting room.
+// puts it in the queue.
 func (l *fairListener) arrive(c *fairConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -196,7 +196,7 @@ func (l *fairListener) arrive(c *fairConn) {
 	l.admit(c)
 }
 
-// wait puts c at the end of the waiting room, closing the room's oldest when it is full.
+// wait puts c at the end of the queue, closing the queue's oldest when it is full.
 func (l *fairListener) wait(c *fairConn) {
 	if l.maxWaiting == 0 {
 		c.reset()
@@ -268,23 +268,24 @@ func (c *fairConn) Close() error {
 	return c.Conn.Close()
 }
 
-// errGateFull refuses a newcomer when the gate's waiting room is full and
-// its own address holds the most of it.
+// errGateFull refuses a newcomer when the gate's queue is full and its own
+// address holds the most of it.
 var errGateFull = errors.New("too many waiting from this client address")
 
 // errGateTimeout refuses a newcomer that found no place before its deadline.
 var errGateTimeout = errors.New("no place came free in time")
 
-// fairGate lets at most max holders run at once; the others wait in a room
+// fairGate lets at most max holders run at once; the others wait in a queue
 // of maxWaiting, by client address. An address alone may take every place.
 // Once others wait, a place that frees goes to the address running the
 // fewest, so a flooding address delays another's work by a share, not by
-// its whole queue. When the room is full a newcomer takes the place of the
+// its whole queue. When the queue is full a newcomer takes the place of the
 // oldest waiter of the address holding the most (shares.fairVictim).
-// Holders that can be cut (a handshake, not a review being decided) are cut
-// for waiters: the oldest of an address running more than its share, while
-// another address waits with less than its own; or, when none does, the
-// oldest of the address running the most once it has run for slow.
+// Holders that can be preempted (a handshake, not a review being decided)
+// are preempted for waiters: the oldest of an address running more than its
+// share, while another address waits with less than its own; or, when none
+// does, the oldest of the address running the most once it has run for
+// slow.
 type fairGate struct {
 	max, maxWaiting int
 	slow            time.Duration
@@ -294,7 +295,7 @@ type fairGate struct {
 	waiting shares[*gateTicket]
 	// turns are the addresses with waiters, in the order they are let in.
 	turns []string
-	// slowTimer cuts the oldest holder once slow, for waiters (watchSlow).
+	// slowTimer preempts the oldest holder once slow, for waiters (watchSlow).
 	slowTimer *time.Timer
 }
 
@@ -305,15 +306,15 @@ type gateTicket struct {
 	// let carries nil once the ticket runs, or why it was turned away;
 	// only a ticket that waits has one.
 	let chan error
-	// cut ends the holder's work for a newcomer; nil when it cannot be.
-	cut func()
+	// preempt ends the holder's work for a newcomer; nil when it cannot be.
+	preempt func()
 }
 
 // enter waits until a place is free for address, and returns the ticket to
-// leave it with, or why it got none: the waiting room was full, or deadline
-// passed. cut, when not nil, ends the holder's work if the gate cuts it.
-func (g *fairGate) enter(address string, cut func(), deadline time.Time) (*gateTicket, error) {
-	t := &gateTicket{address: address, cut: cut}
+// leave it with, or why it got none: the queue was full, or deadline passed.
+// preempt, when not nil, ends the holder's work if the gate preempts it.
+func (g *fairGate) enter(address string, preempt func(), deadline time.Time) (*gateTicket, error) {
+	t := &gateTicket{address: address, preempt: preempt}
 	g.mu.Lock()
 	if g.running.total < g.max && g.waiting.total == 0 {
 		g.run(t)
@@ -334,7 +335,7 @@ func (g *fairGate) enter(address string, cut func(), deadline time.Time) (*gateT
 	if g.waiting.count(address) == 1 {
 		g.turns = append(g.turns, address)
 	}
-	g.cutForWaiters()
+	g.preemptForWaiters()
 	g.letIn()
 	g.watchSlow()
 	g.mu.Unlock()
@@ -356,13 +357,13 @@ func (g *fairGate) enter(address string, cut func(), deadline time.Time) (*gateT
 
 // watchSlow arms the gate's one timer for when the oldest holder of the
 // address running the most will have run for slow, while others wait for
-// a place; it then cuts it for them.
+// a place; it then preempts it for them.
 func (g *fairGate) watchSlow() {
 	if g.slow == 0 || g.waiting.total == 0 || g.running.total < g.max {
 		return
 	}
 	oldest := g.running.oldestOf(g.running.heaviest())
-	if oldest == nil || oldest.cut == nil {
+	if oldest == nil || oldest.preempt == nil {
 		return
 	}
 	wait := time.Until(oldest.started.Add(g.slow))
@@ -370,7 +371,7 @@ func (g *fairGate) watchSlow() {
 		g.slowTimer = time.AfterFunc(wait, func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			g.cutForWaiters()
+			g.preemptForWaiters()
 			g.letIn()
 			g.watchSlow()
 		})
@@ -390,7 +391,7 @@ func admitted(t *gateTicket, err error) (*gateTicket, error) {
 func (g *fairGate) leave(t *gateTicket) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.running.remove(t.address, t) // false when it was cut, and its place taken already
+	g.running.remove(t.address, t) // false when it was preempted, and its place taken already
 	g.letIn()
 	g.watchSlow()
 }
@@ -403,7 +404,7 @@ func (g *fairGate) run(t *gateTicket) {
 	}
 }
 
-// unqueue takes t out of the waiting room, and says whether it was there.
+// unqueue takes t out of the queue, and says whether it was there.
 func (g *fairGate) unqueue(address string, t *gateTicket) bool {
 	if !g.waiting.remove(address, t) {
 		return false
@@ -435,8 +436,8 @@ func (g *fairGate) letIn() {
 	}
 }
 
-// cutForWaiters frees places for waiters by cutting holders that can be cut.
-func (g *fairGate) cutForWaiters() {
+// preemptForWaiters frees places for waiters by preempting holders that can be.
+func (g *fairGate) preemptForWaiters() {
 	for g.running.total >= g.max && g.waiting.total > 0 {
 		victim := g.overShare()
 		if victim == nil && g.slow > 0 {
@@ -444,11 +445,11 @@ func (g *fairGate) cutForWaiters() {
 				victim = oldest
 			}
 		}
-		if victim == nil || victim.cut == nil {
+		if victim == nil || victim.preempt == nil {
 			return
 		}
 		g.running.remove(victim.address, victim)
-		victim.cut()
+		victim.preempt()
 	}
 }
 

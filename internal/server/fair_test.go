@@ -26,7 +26,7 @@ func TestFairVictim(t *testing.T) {
 		newcomer string
 		want     string // the address losing its oldest; "" when the newcomer finds no place
 	}{
-		{"a flood leaves room for another address", []held{{"10.0.0.9", 16}}, "10.0.0.1", "10.0.0.9"},
+		{"a flood leaves a place for another address", []held{{"10.0.0.9", 16}}, "10.0.0.1", "10.0.0.9"},
 		{"the flooding address itself finds none", []held{{"10.0.0.9", 16}}, "10.0.0.9", ""},
 		{"shared evenly: no more places", []held{{"10.0.0.1", 8}, {"10.0.0.9", 8}}, "10.0.0.1", ""},
 		{"one more than even: still none", []held{{"10.0.0.1", 7}, {"10.0.0.9", 8}}, "10.0.0.1", ""},
@@ -87,7 +87,7 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a5", waiting: []string{"a4", "a5"}},
 			{closes: "a2", admitted: []string{"a4"}, waiting: []string{"a5"}},
 		}},
-		{"a full waiting room closes its oldest", 1, 2, []step{
+		{"a full queue closes its oldest", 1, 2, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", waiting: []string{"a2"}},
 			{arrives: "a3", waiting: []string{"a2", "a3"}},
@@ -99,11 +99,11 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a2", admitted: []string{"a2"}},
 			{arrives: "a3", waiting: []string{"a3"}},
 			{arrives: "b1", admitted: []string{"b1"}, waiting: []string{"a3"}, closed: []string{"a1"}},
-			{closes: "a1", waiting: []string{"a3"}, closed: []string{"a1"}},        // the cut one's own close frees no place
+			{closes: "a1", waiting: []string{"a3"}, closed: []string{"a1"}},        // the reset one's own close frees no place
 			{arrives: "b2", waiting: []string{"a3", "b2"}, closed: []string{"a1"}}, // 1 against 1: no place to take
 			{closes: "a2", admitted: []string{"a3"}, waiting: []string{"b2"}, closed: []string{"a1"}},
 		}},
-		{"without a waiting room a newcomer finding no place is closed", 1, 0, []step{
+		{"without a queue a newcomer finding no place is closed", 1, 0, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", closed: []string{"a2"}},
 		}},
@@ -201,37 +201,37 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 	}
 }
 
-// TestFairGateCutsOverShare checks that a gate whose holders can be cut
-// gives a waiting address a place at once, cut from the address running
-// more than its share, and that one whose holders cannot be cut lets the
-// newcomer wait instead.
-func TestFairGateCutsOverShare(t *testing.T) {
-	for _, cuttable := range []bool{true, false} {
-		t.Run(map[bool]string{true: "cuttable", false: "not cuttable"}[cuttable], func(t *testing.T) {
+// TestFairGatePreemptsOverShare checks that a gate whose holders can be
+// preempted gives a waiting address a place at once, preempted from the
+// address running more than its share, and that one whose holders cannot
+// be preempted lets the newcomer wait instead.
+func TestFairGatePreemptsOverShare(t *testing.T) {
+	for _, preemptible := range []bool{true, false} {
+		t.Run(map[bool]string{true: "preemptible", false: "not preemptible"}[preemptible], func(t *testing.T) {
 			g := &fairGate{max: 4, maxWaiting: 8}
-			var cut []int
+			var preempted []int
 			for i := range 4 {
-				var cutIt func()
-				if cuttable {
-					cutIt = func() { cut = append(cut, i) }
+				var preemptIt func()
+				if preemptible {
+					preemptIt = func() { preempted = append(preempted, i) }
 				}
-				if _, err := g.enter("10.0.0.9", cutIt, time.Now().Add(time.Minute)); err != nil {
+				if _, err := g.enter("10.0.0.9", preemptIt, time.Now().Add(time.Minute)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			deadline := time.Now().Add(time.Minute)
-			if !cuttable {
+			if !preemptible {
 				deadline = time.Now().Add(10 * time.Millisecond)
 			}
 			ticket, err := g.enter("10.0.0.1", nil, deadline)
-			if !cuttable {
-				if err != errGateTimeout || len(cut) != 0 {
-					t.Fatalf("enter = %v, cut %v; want errGateTimeout and nothing cut", err, cut)
+			if !preemptible {
+				if err != errGateTimeout || len(preempted) != 0 {
+					t.Fatalf("enter = %v, preempted %v; want errGateTimeout and none preempted", err, preempted)
 				}
 				return
 			}
-			if err != nil || !slices.Equal(cut, []int{0}) {
-				t.Fatalf("enter = %v, cut %v; want a place, and the flood's oldest cut", err, cut)
+			if err != nil || !slices.Equal(preempted, []int{0}) {
+				t.Fatalf("enter = %v, preempted %v; want a place, and the flood's oldest preempted", err, preempted)
 			}
 			g.leave(ticket)
 			if g.running.total != 3 || g.running.count("10.0.0.1") != 0 {

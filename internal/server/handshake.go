@@ -18,8 +18,8 @@ const (
 	// how the API server sends them, go first.
 	MaxHandshakes = 16
 
-	// SlowHandshake is how long a handshake may take before it may be cut
-	// for a waiting connection, when no address holds more than its share:
+	// SlowHandshake is how long a handshake may take before it may be
+	// preempted for a waiting connection, when no address holds more than its share:
 	// the API server's takes a round trip or two on the cluster's network,
 	// so a connection that sends nothing holds a place no longer than this
 	// while others wait.
@@ -91,7 +91,7 @@ func (l *handshakeListener) handshake(conn net.Conn) {
 	err = tlsConn.HandshakeContext(context.Background())
 	l.gate.leave(ticket)
 	if err != nil {
-		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one cut for a newer one
+		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one preempted for a newer one
 		_ = conn.Close()
 		return
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // startTestHandshakes serves TLS handshakes on loopback with max places and
-// slow as the time after which a handshake may be cut, and returns the
+// slow as the time after which a handshake may be preempted, and returns the
 // address and a client's configuration.
 func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*handshakeListener, string, *tls.Config) {
 	t.Helper()
@@ -65,7 +65,7 @@ func handshakeWith(address string, config *tls.Config) error {
 // TestHandshakesInProgressAreBounded fills every place for a handshake
 // with connections that never send a ClientHello, and checks that a new
 // connection waits rather than starting a handshake beside them, and that
-// once they have taken longer than slow, it cuts the oldest and completes.
+// once they have taken longer than slow, it preempts the oldest and completes.
 func TestHandshakesInProgressAreBounded(t *testing.T) {
 	const places = 2
 	l, address, client := startTestHandshakes(t, places, 300*time.Millisecond)
@@ -92,10 +92,10 @@ func TestHandshakesInProgressAreBounded(t *testing.T) {
 	if after := time.Since(oldest); after < 300*time.Millisecond {
 		t.Errorf("the handshake was done %s after the oldest began, before that one was slow", after)
 	}
-	// The oldest silent connection was cut: its read ends.
+	// The oldest silent connection was preempted: its read ends.
 	_ = silent[0].SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := silent[0].Read(make([]byte, 1)); err == nil {
-		t.Errorf("the oldest slow handshake was not cut")
+		t.Errorf("the oldest slow handshake was not preempted")
 	}
 }
 

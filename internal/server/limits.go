@@ -41,8 +41,8 @@ const (
 	// ReadTimeout bounds the time a whole request, headers and body, may take
 	// to arrive, from its first byte: a deadline on the connection, which a
 	// trickle of bytes cannot push back. It is the API server's default
-	// timeoutSeconds. When memory is short, a slow body is cut sooner (see
-	// MaxBufferedBytes).
+	// timeoutSeconds. When memory is short, a slow body is aborted sooner
+	// (see MaxBufferedBytes).
 	ReadTimeout = 10 * time.Second
 
 	// WriteTimeout bounds the time from a request's headers to the end of
@@ -75,8 +75,9 @@ const (
 	DecideWait = 5 * time.Second
 
 	// MaxBufferedBytes caps the Content-Length of the bodies held at once,
-	// whether still arriving or being answered: a body's room is taken
-	// before its first byte is read, and kept until it is answered. Reading,
+	// whether still arriving or being answered: the byte budget. A body's
+	// length is taken from the budget before its first byte is read, and
+	// given back once it is answered. Reading,
 	// decoding and answering a review allocates several times its size
 	// (the answer is encoded whole, and a body the handler's one-pass
 	// decode does not take is decoded again), and the garbage waits for the
@@ -90,11 +91,11 @@ const (
 	// below this.
 	SmallRequestBytes = 256 << 10
 
-	// SmallRequestReserve is the part of MaxBufferedBytes that only small
-	// bodies may use, so that large ones, arriving fast or slowly, cannot
-	// leave no room for the reviews the API server usually sends. A small
-	// body short of room cuts the oldest bodies still arriving; a large one
-	// waits (see limiter.admit).
+	// SmallRequestReserve is the part of the budget that only small bodies
+	// may use, so that large ones, arriving fast or slowly, cannot leave
+	// none for the reviews the API server usually sends. A small body that
+	// the budget cannot hold aborts the oldest bodies still arriving; a
+	// large one waits (see limiter.admit).
 	SmallRequestReserve = 2 << 20
 
 	// RetryAfterSeconds is the Retry-After of a 503: the API server's
@@ -104,11 +105,11 @@ const (
 )
 
 var (
-	// errBusy refuses a request when MaxInFlight or MaxBufferedBytes leave it no room.
+	// errBusy refuses a request when MaxInFlight, or the budget of MaxBufferedBytes, leaves it no place.
 	errBusy = errors.New("the webhook is busy: too many requests in flight, or too many request bytes held")
-	// errCut refuses a request whose body was still arriving when a newer one needed its room.
-	errCut = errors.New("the request body arrived too slowly while the webhook was short of memory")
-	// errTooSlow refuses a request whose body has not arrived, or found no room, within ReadTimeout.
+	// errAborted refuses a request whose body was still arriving when a newer one needed its bytes of the budget.
+	errAborted = errors.New("the request body arrived too slowly while the webhook was short of memory")
+	// errTooSlow refuses a request whose body has not arrived, or found the budget to hold it, within ReadTimeout.
 	errTooSlow = fmt.Errorf("the body did not arrive within %s", ReadTimeout)
 )
 
@@ -118,14 +119,14 @@ type limiter struct {
 	deciding                      *fairGate
 	decideWait                    time.Duration
 	maxBytes, reserve, smallBytes int64
-	// wait is how long a large body waits for room: its request's ReadTimeout.
+	// wait is how long a large body waits for the budget to hold it: its request's ReadTimeout.
 	wait time.Duration
 
 	mu    sync.Mutex
 	bytes int64 // the lengths of the bodies arriving or being answered
 	// arriving are the bodies still being read, oldest first.
 	arriving []*body
-	// freed is closed, and replaced, when room is given back.
+	// freed is closed, and replaced, when bytes are given back to the budget.
 	freed chan struct{}
 }
 
@@ -135,19 +136,20 @@ func newLimiter() *limiter {
 		freed: make(chan struct{})}
 }
 
-// body is one request's body, from its room taken to its answer.
+// body is one request's body, from its length taken from the budget to its answer.
 type body struct {
 	length int64
-	// cut stops a read of the body under way (a read deadline in the past).
-	cut    func()
-	wasCut bool
+	// abort stops a read of the body under way (a read deadline in the past).
+	abort   func()
+	aborted bool
 }
 
-// admit takes room for b before its first byte is read. A small body short
-// of room cuts the bodies still arriving, oldest first: the API server sends
-// a body at once, so those are slow clients'. A large one may not use the
-// reserve, and waits, unread, for room until its deadline: refused, its
-// client would connect again at once, which costs more than waiting.
+// admit takes b's length from the budget before its first byte is read. A
+// small body that the budget cannot hold aborts the bodies still arriving,
+// oldest first: the API server sends a body at once, so those are slow
+// clients'. A large one may not use the reserve, and waits, unread, for the
+// budget to hold it until its deadline: refused, its client would connect
+// again at once, which costs more than waiting.
 func (l *limiter) admit(b *body) error {
 	var deadline <-chan time.Time
 	for {
@@ -173,58 +175,58 @@ func (l *limiter) admit(b *body) error {
 }
 
 func (l *limiter) admitLocked(b *body) bool {
-	small, room := b.length <= l.smallBytes, l.maxBytes
+	small, budget := b.length <= l.smallBytes, l.maxBytes
 	if !small {
-		room -= l.reserve
+		budget -= l.reserve
 	}
-	for l.bytes+b.length > room {
+	for l.bytes+b.length > budget {
 		if !small || len(l.arriving) == 0 {
 			return false
 		}
 		oldest := l.arriving[0]
 		l.arriving = l.arriving[1:]
 		l.bytes -= oldest.length
-		oldest.wasCut = true
-		oldest.cut()
+		oldest.aborted = true
+		oldest.abort()
 	}
 	l.bytes += b.length
 	l.arriving = append(l.arriving, b)
 	return true
 }
 
-// arrived marks b whole: it can no longer be cut.
+// arrived marks b whole: it can no longer be aborted.
 func (l *limiter) arrived(b *body) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b.wasCut {
-		return errCut
+	if b.aborted {
+		return errAborted
 	}
 	l.arriving = slices.DeleteFunc(l.arriving, func(a *body) bool { return a == b })
 	return nil
 }
 
-// release gives b's room back: it is answered, or refused.
+// release gives b's length back to the budget: it is answered, or refused.
 func (l *limiter) release(b *body) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b.wasCut {
-		return // its room went to the body that cut it
+	if b.aborted {
+		return // its bytes went to the body that aborted it
 	}
 	l.arriving = slices.DeleteFunc(l.arriving, func(a *body) bool { return a == b })
 	l.bytes -= b.length
-	close(l.freed) // wakes the large bodies waiting for room
+	close(l.freed) // wakes the large bodies waiting for the budget
 	l.freed = make(chan struct{})
 }
 
-// wasCut tells whether b was cut.
-func (l *limiter) wasCut(b *body) bool {
+// wasAborted tells whether b was aborted.
+func (l *limiter) wasAborted(b *body) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return b.wasCut
+	return b.aborted
 }
 
 // limit wraps next: it serves only a POST whose Content-Length is within
-// MaxRequestBytes, reads the body once the limiter has room for it, and
+// MaxRequestBytes, reads the body once the budget holds it, and
 // passes it on whole; the handler never waits for a client.
 func (l *limiter) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -243,19 +245,19 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		}
 		rc := http.NewResponseController(w)
 		// Setting a connection's read deadline is safe from any goroutine,
-		// and wakes the read below; the limiter cuts only a body still arriving.
-		b := &body{length: r.ContentLength, cut: func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) }}
+		// and wakes the read below; the limiter aborts only a body still arriving.
+		b := &body{length: r.ContentLength, abort: func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) }}
 		if err := l.admit(b); err != nil {
 			refuse(w, refusal(err), err)
 			return
 		}
 		defer l.release(b)
-		// The room taken is the Content-Length, so the buffer may be too.
+		// The budget holds the Content-Length, so the buffer may too.
 		buf := make([]byte, b.length)
 		if _, err := io.ReadFull(r.Body, buf); err != nil {
 			switch {
-			case l.wasCut(b):
-				refuse(w, refusal(errCut), errCut)
+			case l.wasAborted(b):
+				refuse(w, refusal(errAborted), errAborted)
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				refuse(w, refusal(errTooSlow), errTooSlow)
 			default:
@@ -297,7 +299,8 @@ func (a *heldAnswer) WriteHeader(status int) { a.status = status }
 func (a *heldAnswer) Write(p []byte) (int, error) { return a.body.Write(p) }
 
 // refusal is the status of a refusal of the limiter's: 408 for a body that
-// did not arrive, or find room, in time; 503 when there was no room.
+// did not arrive, or find the budget to hold it, in time; 503 when there
+// was no place.
 func refusal(err error) int {
 	if errors.Is(err, errTooSlow) {
 		return http.StatusRequestTimeout

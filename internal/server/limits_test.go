@@ -165,7 +165,7 @@ func TestLimitServesOnlyPOST(t *testing.T) {
 }
 
 // TestLimitDecidingSharedByAddress fills the places for deciding and the
-// waiting room from one client address, and checks that one more from it
+// queue from one client address, and checks that one more from it
 // is refused at once, that one from another address takes the place of the
 // flood's oldest waiter, and that it is let in before the flood's others.
 func TestLimitDecidingSharedByAddress(t *testing.T) {
@@ -241,22 +241,22 @@ func write(t *testing.T, w io.Writer, n int) {
 	}
 }
 
-// TestLimitSlowBodies fills the room for body bytes with bodies that
-// arrive slowly, and checks that a large body waits for room, unread, that
-// a small body still gets through, cutting the oldest slow body, and that
-// the room it frees goes to the body that waits.
+// TestLimitSlowBodies fills the budget for body bytes with bodies that
+// arrive slowly, and checks that a large body waits for the budget, unread,
+// that a small body still gets through, aborting the oldest slow body, and
+// that the bytes it frees go to the body that waits.
 func TestLimitSlowBodies(t *testing.T) {
 	l := newLimiter()
 	l.maxBytes, l.reserve, l.smallBytes = 64<<10, 16<<10, 8<<10
 	srv := httptest.NewServer(l.limit(readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
 
-	// A large body takes the room for large bodies whole, and sends part of it.
+	// A large body takes the budget for large bodies whole, and sends part of it.
 	first, firstAnswer := trickle(t, srv.URL, 40<<10)
 	write(t, first, 20<<10)
-	waitUntil(t, l, "the first slow body holds its room", func(l *limiter) bool { return l.bytes == 40<<10 })
+	waitUntil(t, l, "the first slow body holds its bytes of the budget", func(l *limiter) bool { return l.bytes == 40<<10 })
 
-	// A second large body waits for room, unread.
+	// A second large body waits for the budget, unread.
 	second, secondAnswer := trickle(t, srv.URL, 16<<10)
 	go func() { _, _ = second.Write(bytes.Repeat([]byte(" "), 16<<10)) }()
 	// Three small slow bodies fill the rest.
@@ -266,16 +266,16 @@ func TestLimitSlowBodies(t *testing.T) {
 		write(t, w, 7<<10)
 		small = append(small, w)
 	}
-	waitUntil(t, l, "the slow bodies hold all the room", func(l *limiter) bool { return l.bytes == 64<<10 })
+	waitUntil(t, l, "the slow bodies hold all the budget", func(l *limiter) bool { return l.bytes == 64<<10 })
 
-	// The next small body does not fit: it cuts the oldest slow body, and is answered.
+	// The next small body does not fit: it aborts the oldest slow body, and is answered.
 	if got := send(srv.URL, strings.NewReader(strings.Repeat(" ", 4<<10)), 4<<10); got.Status != 200 {
-		t.Errorf("a small body when there is no room: %+v, want 200", got)
+		t.Errorf("a small body when the budget is spent: %+v, want 200", got)
 	}
-	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errCut.Error()}, <-firstAnswer); diff != "" {
+	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errAborted.Error()}, <-firstAnswer); diff != "" {
 		t.Errorf("the oldest slow body (-want +got):\n%s", diff)
 	}
-	// The room the small body gave back goes to the large body that waits.
+	// The bytes the small body gave back go to the large body that waits.
 	if diff := cmp.Diff(answer{Status: 200, Body: strconv.Itoa(16 << 10)}, <-secondAnswer); diff != "" {
 		t.Errorf("the large body that waited (-want +got):\n%s", diff)
 	}
@@ -285,11 +285,11 @@ func TestLimitSlowBodies(t *testing.T) {
 	waitUntil(t, l, "no request is counted", idle)
 }
 
-// TestLimitNoRoomWhileAnswering fills the room with a body being answered,
+// TestLimitNoBudgetWhileAnswering fills the budget with a body being answered,
 // and checks what a body that finds none gets: a large one waits and is
 // answered 408 once its deadline passes; a small one, with no body
-// arriving to cut, is refused at once.
-func TestLimitNoRoomWhileAnswering(t *testing.T) {
+// arriving to abort, is refused at once.
+func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 	for _, tt := range []struct {
 		name                       string
 		held, sent                 int
@@ -309,7 +309,7 @@ func TestLimitNoRoomWhileAnswering(t *testing.T) {
 			go func() { answered <- send(srv.URL, bytes.NewReader(make([]byte, tt.held)), int64(tt.held)) }()
 			<-h.entered
 			if diff := cmp.Diff(tt.want, send(srv.URL, bytes.NewReader(make([]byte, tt.sent)), int64(tt.sent))); diff != "" {
-				t.Errorf("a body with no room (-want +got):\n%s", diff)
+				t.Errorf("a body the budget cannot hold (-want +got):\n%s", diff)
 			}
 			close(h.gate)
 			if got := <-answered; got.Status != 200 {
@@ -335,13 +335,13 @@ func (pastEOFHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestLimitReadPastEOF checks that a body read past its end, as a decoder
 // that checks for trailing data reads it, counts its request in flight once
-// and takes no more room: with room for exactly one request and its body.
+// and takes no more of the budget: with a budget of exactly one request and its body.
 func TestLimitReadPastEOF(t *testing.T) {
 	l := newLimiter()
 	l.deciding.max, l.deciding.maxWaiting, l.maxBytes, l.reserve = 1, 0, 10, 0
 	srv := httptest.NewServer(l.limit(pastEOFHandler{}))
 	t.Cleanup(srv.Close)
-	for range 2 { // the second finds the first's room and place in flight given back
+	for range 2 { // the second finds the first's bytes and place in flight given back
 		got := send(srv.URL, strings.NewReader(strings.Repeat("x", 10)), 10)
 		if diff := cmp.Diff(answer{Status: 200, Body: "0 EOF"}, got); diff != "" {
 			t.Errorf("answer (-want +got):\n%s", diff)

@@ -23,16 +23,16 @@ const (
 	// behind a flood, and beyond the bound a newcomer takes the place of
 	// the flooding address's oldest, or waits (MaxWaitingConns). The API
 	// servers keep a few keep-alive connections each, and at most
-	// MaxInFlight requests are decided or waiting; the rest is room for
-	// slow clients' connections (which hold no body memory while they
-	// wait, see MaxBufferedBytes).
+	// MaxInFlight requests are decided or waiting; the rest is for slow
+	// clients' connections (which hold no body memory while they wait, see
+	// MaxBufferedBytes).
 	MaxConns = 512
 
 	// MaxWaitingConns bounds the webhook port's connections waiting, unread,
 	// for a place among MaxConns, when their address already holds the most
 	// (fair.go): a lone API server's burst beyond MaxConns is served as
 	// places free, as the kernel's backlog used to serve it, instead of
-	// refused. When the room is full its oldest is reset. With MaxConns and
+	// refused. When the queue is full its oldest is reset. With MaxConns and
 	// the probe and metrics ports' MaxProbeConns each (512 + 2 × 192 + 64 =
 	// 960) it leaves 64 of a file-descriptor limit of 1,024 for the
 	// process's own (listeners, epoll, standard streams, the certificate
@@ -50,7 +50,7 @@ const (
 	// unaccepted, where it costs the process neither memory nor a file
 	// descriptor. The kubelet and Prometheus open one at a time, but a
 	// connection refused a header holds its place for half a second
-	// (net/http waits for the client to read the refusal): room for a
+	// (net/http waits for the client to read the refusal): places for a
 	// flood of them beside the kubelet. The three ports' bounds together,
 	// with MaxWaitingConns, leave 64 of a file-descriptor limit of 1,024.
 	MaxProbeConns = 192
@@ -95,12 +95,12 @@ func (c *helloBoundedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// tlsHandshakeErrors counts the handshakes that failed, were cut or found no
-// place in time (handshake.go): a client that went away, a port scan, or a
+// tlsHandshakeErrors counts the handshakes that failed, were preempted or
+// found no place in time (handshake.go): a client that went away, a port scan, or a
 // flood.
 var tlsHandshakeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
-	Help: "TLS handshakes on the webhook port that failed, were cut, or found no place in time.",
+	Help: "TLS handshakes on the webhook port that failed, were preempted, or found no place in time.",
 })
 
 func init() {

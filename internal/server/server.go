@@ -8,8 +8,8 @@
 // ClientHellos (listen.go), TLS handshakes (handshake.go), bodies and
 // requests in flight (limits.go), log lines (logging.go). On the webhook
 // port it shares connections, handshakes and requests among client
-// addresses (fair.go), so that a flood from one leaves room for the API
-// server's. On shutdown
+// addresses (fair.go), so that a flood from one leaves the API server its
+// share. On shutdown
 // it turns unready, drains and finishes the requests in flight.
 package server
 
@@ -124,7 +124,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhookServer,
 		// The manager stops the webhook before the probes and metrics, and
-		// gives up on it after this: room for the drain and the shutdown.
+		// gives up on it after this: time for the drain and the shutdown.
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownDrain + ShutdownTimeout + 5*time.Second),
 	})
 	if err != nil {
@@ -254,7 +254,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	// net/http's Shutdown closes, unanswered, a connection whose first
 	// request it reads after it began. So: every answer closes its
 	// connection from now on, the listener closes, and the connections it
-	// accepted send their request (or are cut at ReadHeaderTimeout) before
+	// accepted send their request (or are closed at ReadHeaderTimeout) before
 	// Shutdown waits for the answers in flight.
 	srv.SetKeepAlivesEnabled(false)
 	if err := listener.Close(); err != nil {
