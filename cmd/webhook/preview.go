@@ -193,7 +193,7 @@ func readInput(file string, stdin io.Reader) ([]byte, error) {
 	case "":
 		return nil, errors.New("-f is required (- reads standard input)")
 	case "-":
-		return io.ReadAll(io.LimitReader(stdin, server.MaxRequestBytes))
+		return io.ReadAll(io.LimitReader(stdin, server.MaxBodyBytes))
 	}
 	return os.ReadFile(file)
 }

@@ -19,7 +19,8 @@ import (
 // at most); whatever takes longer comes from a client that is not the API
 // server, or from one that has stopped listening.
 const (
-	// MaxRequestBytes bounds a request body. An MPIJob is a custom resource,
+	// MaxBodyBytes bounds the body of a request to the webhook port, which
+	// limit passes on to the handler whole. An MPIJob is a custom resource,
 	// which the API server stores in etcd as JSON, and etcd refuses a write
 	// above its --max-request-bytes (1.5 MiB by default); the API server
 	// itself refuses request bodies above 3 MiB (MaxRequestBodyBytes, twice
@@ -28,7 +29,7 @@ const (
 	// a larger body is refused with 413 from its Content-Length, unread. The
 	// API server always sends a Content-Length (its client encodes the
 	// review before it sends it): a body without one is refused with 411.
-	MaxRequestBytes = 3 << 20
+	MaxBodyBytes = 3 << 20
 
 	// MaxHeaderBytes bounds a request's headers. The API server sends a
 	// handful (Content-Type, Accept, User-Agent, at most a bearer token);
@@ -83,7 +84,7 @@ const (
 	// decode does not take is decoded again), and the garbage waits for the
 	// collector: docs/RELIABILITY.md has what this keeps resident, within
 	// the Deployment's 128 MiB, under make soak's attacks. It still holds a
-	// review of MaxRequestBytes beside the reserve.
+	// review of MaxBodyBytes beside the reserve.
 	MaxBufferedBytes = 6 << 20
 
 	// SmallRequestBytes is the largest body counted as small. A Flyte
@@ -226,7 +227,7 @@ func (l *limiter) wasAborted(b *body) bool {
 }
 
 // limit wraps next: it serves only a POST whose Content-Length is within
-// MaxRequestBytes, reads the body once the budget holds it, and
+// MaxBodyBytes, reads the body once the budget holds it, and
 // passes it on whole; the handler never waits for a client.
 func (l *limiter) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -238,9 +239,9 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		case r.ContentLength < 0:
 			refuse(w, http.StatusLengthRequired, errors.New("a Content-Length is required: the API server always sends one"))
 			return
-		case r.ContentLength > MaxRequestBytes:
+		case r.ContentLength > MaxBodyBytes:
 			refuse(w, http.StatusRequestEntityTooLarge,
-				fmt.Errorf("the body is %d bytes, more than the %d served", r.ContentLength, MaxRequestBytes))
+				fmt.Errorf("the body is %d bytes, more than the %d served", r.ContentLength, MaxBodyBytes))
 			return
 		}
 		rc := http.NewResponseController(w)

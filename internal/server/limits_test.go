@@ -121,7 +121,7 @@ func TestLimitBodySize(t *testing.T) {
 	l := newLimiter()
 	srv := httptest.NewServer(l.limit(readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
-	atLimit := bytes.Repeat([]byte("x"), MaxRequestBytes)
+	atLimit := bytes.Repeat([]byte("x"), MaxBodyBytes)
 	for _, tt := range []struct {
 		name          string
 		body          io.Reader
@@ -129,9 +129,9 @@ func TestLimitBodySize(t *testing.T) {
 		want          answer
 	}{
 		{"a small body", strings.NewReader("{}"), 2, answer{Status: 200, Body: "2"}},
-		{"a body at the limit", bytes.NewReader(atLimit), MaxRequestBytes, answer{Status: 200, Body: strconv.Itoa(MaxRequestBytes)}},
-		{"a Content-Length above the limit, refused unread", nil, MaxRequestBytes + 1,
-			answer{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", MaxRequestBytes+1, MaxRequestBytes)}},
+		{"a body at the limit", bytes.NewReader(atLimit), MaxBodyBytes, answer{Status: 200, Body: strconv.Itoa(MaxBodyBytes)}},
+		{"a Content-Length above the limit, refused unread", nil, MaxBodyBytes + 1,
+			answer{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", MaxBodyBytes+1, MaxBodyBytes)}},
 		{"a body of unknown length, refused unread", strings.NewReader("{}"), -1,
 			answer{Status: 411, Body: "a Content-Length is required: the API server always sends one"}},
 	} {
