@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
+	"log"
 	"reflect"
 
 	"github.com/go-logr/logr"
@@ -88,3 +90,17 @@ func (e truncatedError) Error() string { return truncated(e.error.Error()) }
 
 // truncated is s truncated to MaxLogValueBytes.
 func truncated(s string) string { return truncate.String(s, MaxLogValueBytes) }
+
+// errorLog is an http.Server's ErrorLog, which writes what net/http has to
+// say (an accept that failed, a panic) to log, whose sampling bounds a
+// flood of it.
+func errorLog(logger logr.Logger) *log.Logger {
+	return log.New(logWriter(logger), "", 0)
+}
+
+type logWriter logr.Logger
+
+func (w logWriter) Write(p []byte) (int, error) {
+	logr.Logger(w).Info("net/http", "error", string(bytes.TrimSpace(p)))
+	return len(p), nil
+}

@@ -4,13 +4,14 @@
 // all build it with New, so the tests run the same server a cluster does and
 // the benchmark compares handlers on the same plumbing.
 //
-// The server bounds what any client can make it hold: connections and
-// ClientHellos (listen.go), TLS handshakes (handshake.go), bodies and
-// requests in flight (limits.go), log lines (logging.go). On the webhook
-// port it shares connections, handshakes and requests among client
+// The server bounds what any client can make it hold, a file a layer:
+// connections (connections.go), ClientHellos and TLS handshakes (tls.go),
+// bodies and requests in flight (limits.go), the probe and metrics ports
+// (probes.go), log lines and net/http's error log (logging.go). On the
+// webhook port it shares connections, handshakes and requests among client
 // addresses (fair.go), so that a flood from one leaves the API server its
-// share. On shutdown
-// it turns unready, drains and finishes the requests in flight.
+// share. On shutdown it turns unready, drains and finishes the requests in
+// flight.
 package server
 
 import (

@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // The bounds on TLS handshakes.
@@ -28,7 +32,24 @@ const (
 	// HandshakeTimeout bounds the time from a connection's accept to the
 	// end of its handshake, waiting included.
 	HandshakeTimeout = ReadHeaderTimeout
+
+	// MaxClientHelloBytes bounds a TLS ClientHello. Browsers and Go's own
+	// client send under 2 KiB, post-quantum key shares included; crypto/tls
+	// would buffer one of up to 64 KiB (and its records) for each
+	// connection still sending it.
+	MaxClientHelloBytes = 16 << 10
 )
+
+// tlsHandshakeErrors counts the handshakes that failed, were preempted or
+// found no place in time: a client that went away, a port scan, or a flood.
+var tlsHandshakeErrors = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
+	Help: "TLS handshakes on the webhook port that failed, were preempted, or found no place in time.",
+})
+
+func init() {
+	metrics.Registry.MustRegister(tlsHandshakeErrors)
+}
 
 // handshakeListener hands on TLS connections whose handshake is done, each
 // made in a goroutine of its own once the gate lets it.
@@ -123,3 +144,29 @@ func (l *handshakeListener) Close() error {
 
 // Addr is the address the listener listens on.
 func (l *handshakeListener) Addr() net.Addr { return l.inner.Addr() }
+
+// errHelloTooLarge refuses a ClientHello longer than MaxClientHelloBytes.
+var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes", MaxClientHelloBytes)
+
+// helloBoundedConn reads the first record's header (5 bytes) and the
+// handshake message's (4) as crypto/tls reads them, and fails the read that
+// completes them when they declare a ClientHello above MaxClientHelloBytes,
+// before crypto/tls buffers it.
+type helloBoundedConn struct {
+	net.Conn
+	header [9]byte
+	seen   int
+}
+
+func (c *helloBoundedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.seen < len(c.header) {
+		c.seen += copy(c.header[c.seen:], p[:n])
+		const recordHandshake, clientHello = 22, 1
+		length := int(c.header[6])<<16 | int(c.header[7])<<8 | int(c.header[8])
+		if c.seen == len(c.header) && c.header[0] == recordHandshake && c.header[5] == clientHello && length > MaxClientHelloBytes {
+			return 0, errHelloTooLarge
+		}
+	}
+	return n, err
+}
