@@ -2,8 +2,6 @@ package admission
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -93,15 +91,8 @@ func TestDecodeReview(t *testing.T) {
 // annotations than for a handful.
 func TestDecodeReviewAllocatesForWhatItKeeps(t *testing.T) {
 	flood := func(n int) []byte {
-		containers, keyed := make([]string, n), make([]string, n)
-		for i := range n {
-			containers[i] = `{"name":"c"}`
-			keyed[i] = fmt.Sprintf(`"k%d":"v"`, i)
-		}
-		object := `{"metadata":{"labels":{"execution-id":"e","task-name":"t",` + strings.Join(keyed, ",") +
-			`},"annotations":{` + strings.Join(keyed, ",") + `}},"spec":{"mpiReplicaSpecs":{"Worker":{"template":{"spec":` +
-			`{"containers":[` + strings.Join(containers, ",") + `]}}}}}}`
-		return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":` + object + `}}`)
+		return []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":` +
+			string(fixtures.FloodedMPIJob(n)) + `}}`)
 	}
 	jobs := mutate.NewJobDecoder(mutate.DefaultOptions().FlyteTaskSelector)
 	allocs := func(body []byte) float64 {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // TestDecodeJob checks what a JobDecoder keeps of an MPIJob: the labels the
@@ -91,16 +93,6 @@ func TestDecodeJob(t *testing.T) {
 // labels or annotations costs a JobDecoder no more allocations than a handful:
 // what it skips, it does not allocate.
 func TestDecodeJobAllocatesForWhatItKeeps(t *testing.T) {
-	flood := func(n int) []byte {
-		containers, keyed := make([]string, n), make([]string, n)
-		for i := range n {
-			containers[i] = `{"name":"c"}`
-			keyed[i] = fmt.Sprintf(`"k%d":"v"`, i)
-		}
-		return []byte(`{"metadata":{"labels":{"execution-id":"e","task-name":"t",` + strings.Join(keyed, ",") +
-			`},"annotations":{` + strings.Join(keyed, ",") + `}},"spec":{"mpiReplicaSpecs":{"Worker":{"template":{"spec":` +
-			`{"containers":[` + strings.Join(containers, ",") + `]}}}}}}`)
-	}
 	jobs := NewJobDecoder(DefaultOptions().FlyteTaskSelector)
 	allocs := func(object []byte) float64 {
 		return testing.AllocsPerRun(5, func() {
@@ -109,7 +101,7 @@ func TestDecodeJobAllocatesForWhatItKeeps(t *testing.T) {
 			}
 		})
 	}
-	few, lots := allocs(flood(MaxContainers)), allocs(flood(100*MaxContainers))
+	few, lots := allocs(fixtures.FloodedMPIJob(MaxContainers)), allocs(fixtures.FloodedMPIJob(100*MaxContainers))
 	if lots > few+10 {
 		t.Errorf("%v allocations for %d containers, labels and annotations; %v for %d", lots, 100*MaxContainers, few, MaxContainers)
 	}
