@@ -73,6 +73,7 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	}
 	build := version.Get()
 	ctrl.Log.Info("starting", "version", build.Version, "revision", build.Revision, "goVersion", build.GoVersion, "port", cfg.Port, "certDir", cfg.CertDir,
+		"clientCAName", cfg.ClientCAName, "clientCNName", cfg.ClientCNName,
 		"flyteTaskSelector", opts.FlyteTaskSelector.String(), "containerName", opts.ContainerName,
 		"injectAs", opts.InjectAs, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid,
 		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit)

@@ -11,7 +11,9 @@
 // webhook port it shares connections, handshakes and requests among client
 // addresses (fair.go), so that a flood from one leaves the API server its
 // share. On shutdown it turns unready, drains and finishes the requests in
-// flight.
+// flight. Its TLS configuration is built from controller-runtime's
+// webhook.Options as the library's own server builds it (tlsconfig.go), so
+// that ClientCAName can require the API server's client certificate.
 package server
 
 import (
@@ -24,8 +26,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -62,6 +62,14 @@ const ShutdownTimeout = 10 * time.Second
 type Config struct {
 	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
 	CertDir string
+	// ClientCAName, when set, names a file in CertDir of PEM CA certificates:
+	// every client must then present a certificate they signed, as the API
+	// server does through its admission kubeconfig (controller-runtime's
+	// webhook.Options.ClientCAName). It is read once, by New.
+	ClientCAName string
+	// ClientCNName, with ClientCAName, is the common name the client
+	// certificate must carry; empty accepts any that the CA signed.
+	ClientCNName string
 	// Host and Port are where the webhook listens; an empty Host means every interface.
 	Host string
 	Port int
@@ -83,6 +91,7 @@ func DefaultConfig() Config {
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
 		ShutdownDrain:          DefaultShutdownDrain,
+		ClientCNName:           DefaultClientCNName,
 	}
 }
 
@@ -90,6 +99,12 @@ func DefaultConfig() Config {
 func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir,
 		"directory holding tls.crt and tls.key, reloaded when they change (default: the system temp dir's k8s-webhook-server/serving-certs)")
+	fs.StringVar(&c.ClientCAName, "client-ca-name", c.ClientCAName,
+		"name of a file in --cert-dir holding the PEM certificates of the CA that signed the API server's client certificate "+
+			"(its admission kubeconfig's); when set, a client without a certificate it signed is refused at the TLS handshake, "+
+			"and the file is read once, at start (default none: every client is served)")
+	fs.StringVar(&c.ClientCNName, "client-cn-name", c.ClientCNName,
+		"with --client-ca-name, the common name the client certificate must carry; empty accepts any certificate the CA signed")
 	fs.IntVar(&c.Port, "port", c.Port, "port the webhook serves HTTPS on")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress,
 		`address the Prometheus metrics are served on; "0" disables them`)
@@ -107,13 +122,21 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 // cfg.ShutdownDrain more, then stops accepting connections and finishes the
 // requests in flight.
 func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
+	if cfg.ClientCAName == "" && cfg.ClientCNName != "" && cfg.ClientCNName != DefaultClientCNName {
+		return nil, fmt.Errorf("--client-cn-name=%s without --client-ca-name: no client certificate is asked for, so no name would be checked", cfg.ClientCNName)
+	}
 	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
 	if !cfg.EnableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	if cfg.ClientCAName != "" && cfg.ClientCNName != "" {
+		tlsOpts = append(tlsOpts, requireCommonName(cfg.ClientCNName, ctrl.Log.WithName("webhook")))
+	}
 	webhookServer := &boundedServer{
-		Server: webhook.NewServer(webhook.Options{Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir}),
-		config: cfg, tlsOpts: tlsOpts, limiter: newLimiter(), drainDone: time.After,
+		DefaultServer: &webhook.DefaultServer{Options: webhook.Options{
+			Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir, ClientCAName: cfg.ClientCAName, TLSOpts: tlsOpts,
+		}},
+		config: cfg, limiter: newLimiter(), drainDone: time.After,
 	}
 	// The webhook reads nothing from the API server, so it runs without a
 	// kubeconfig and without RBAC: the manager gets an empty client config,
@@ -133,6 +156,11 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	}
 	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
 	mgr.GetWebhookServer().Register(path, hook)
+	// After Register, which gives the Options DefaultServer's defaults (the
+	// cert dir, the file names, the port).
+	if webhookServer.tls, webhookServer.certs, err = serverTLS(webhookServer.Options); err != nil {
+		return nil, err
+	}
 
 	probes := http.NewServeMux()
 	// Ready only once the webhook listens, so no request reaches a pod
@@ -171,11 +199,15 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 // reads headers for up to 32 s and 1 MiB, bodies with no deadline at all,
 // and it stops accepting connections the moment its context ends. The
 // embedded DefaultServer is never started: it registers and instruments the
-// hooks (the controller_runtime_webhook_* metrics) on the mux served here.
+// hooks (the controller_runtime_webhook_* metrics) on the mux served here,
+// and holds the Options the TLS configuration is built from (tlsconfig.go).
 type boundedServer struct {
-	webhook.Server
-	config  Config
-	tlsOpts []func(*tls.Config)
+	*webhook.DefaultServer
+	config Config
+	// tls is what serverTLS built from the Options, and certs the watcher of
+	// its certificate (nil when a TLS option gave one).
+	tls     *tls.Config
+	certs   *certwatcher.CertWatcher
 	limiter *limiter
 	// drainDone returns a channel that delivers once the drain is over:
 	// time.After, or the tests' own.
@@ -187,33 +219,24 @@ type boundedServer struct {
 
 // Register serves hook at path, within the limits.
 func (s *boundedServer) Register(path string, hook http.Handler) {
-	s.Server.Register(path, s.limiter.limit(hook))
+	s.DefaultServer.Register(path, s.limiter.limit(hook))
 }
 
 // Start serves until ctx ends, then drains and shuts down.
 func (s *boundedServer) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("webhook")
-	cfg := &tls.Config{NextProtos: []string{"h2"}}
-	for _, opt := range s.tlsOpts {
-		opt(cfg)
-	}
-	certDir := s.config.CertDir
-	if certDir == "" {
-		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // controller-runtime's default
-	}
-	watcher, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
-	if err != nil {
-		return fmt.Errorf("loading the serving certificate from %s: %w", certDir, err)
-	}
-	cfg.GetCertificate = signingAtMost(runtime.GOMAXPROCS(0), watcher.GetCertificate)
+	cfg := s.tls.Clone()
+	cfg.GetCertificate = signingAtMost(runtime.GOMAXPROCS(0), cfg.GetCertificate)
 	// The certificate is watched until the last request is answered, not only until the drain starts.
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatching()
-	go func() {
-		if err := watcher.Start(watchCtx); err != nil {
-			log.Error(err, "watching the serving certificate")
-		}
-	}()
+	if s.certs != nil {
+		go func() {
+			if err := s.certs.Start(watchCtx); err != nil {
+				log.Error(err, "watching the serving certificate")
+			}
+		}()
+	}
 
 	tcp, err := listenFair(s.address(), MaxConns, MaxWaitingConns)
 	if err != nil {
@@ -235,7 +258,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
 	s.serving.Store(true)
-	log.Info("serving", "address", s.address(), "shutdownDrain", s.config.ShutdownDrain)
+	log.Info("serving", "address", s.address(), "clientCAName", s.Options.ClientCAName, "shutdownDrain", s.config.ShutdownDrain)
 
 	select {
 	case err := <-served:
@@ -366,10 +389,8 @@ func (s *boundedServer) StartedChecker() healthz.Checker {
 	}
 }
 
+// address is where the webhook listens: the Options' Host and Port, which
+// Register defaulted.
 func (s *boundedServer) address() string {
-	port := s.config.Port
-	if port == 0 {
-		port = webhook.DefaultPort
-	}
-	return net.JoinHostPort(s.config.Host, strconv.Itoa(port))
+	return net.JoinHostPort(s.Options.Host, strconv.Itoa(s.Options.Port))
 }
