@@ -80,6 +80,7 @@ var _ = forEachVersion(func(s *spec) {
 	describeFlyteJobs(s)
 	describeInstall(s)
 	describePolicy(s)
+	describeClientAuth(s)
 })
 
 // job starts from the Flyte-built job name of the version under test, in

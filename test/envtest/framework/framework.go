@@ -35,6 +35,9 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
 )
 
+// servingHost is where the webhook servers listen, and the API server calls them.
+const servingHost = "127.0.0.1"
+
 // StartTimeout bounds starting one Env.
 const StartTimeout = 2 * time.Minute
 
@@ -64,7 +67,9 @@ type Env struct {
 	cancel  context.CancelFunc
 	// labelled are the servers ServeLabelled started, by label.
 	labelled map[string]labelledServer
-	stopped  sync.WaitGroup
+	// clientAuth is what the API server presents to the server ServeClientAuth starts.
+	clientAuth *clientAuth
+	stopped    sync.WaitGroup
 }
 
 // crdEnv names, per version, the environment variable that holds the path of
@@ -77,7 +82,8 @@ var crdEnv = map[string]string{
 // Start starts an API server with the MPIJob CRD of version, registers the
 // webhook configuration of config/default, rendered as a cluster gets it, and
 // serves it until Stop. It returns once the API server calls the webhook; ctx
-// bounds only that wait.
+// bounds only that wait. The API server presents a client certificate to the
+// server ServeClientAuth starts, and to no other.
 func Start(ctx context.Context, version string) (*Env, error) {
 	crdPath := os.Getenv(crdEnv[version])
 	if crdPath == "" {
@@ -104,13 +110,17 @@ func Start(ctx context.Context, version string) (*Env, error) {
 
 	e := &Env{Version: version, Webhook: hook, Manifests: rendered}
 	e.testEnv = &envtest.Environment{
-		CRDInstallOptions:     envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}},
-		WebhookInstallOptions: envtest.WebhookInstallOptions{MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{hook}},
+		CRDInstallOptions: envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{LocalServingHost: servingHost,
+			MutatingWebhooks: []*admissionregistrationv1.MutatingWebhookConfiguration{hook}},
 		ErrorIfCRDPathMissing: true,
+	}
+	if err := e.configureClientAuth(servingHost); err != nil {
+		return nil, errors.Join(err, e.removeClientAuth())
 	}
 	cfg, err := e.testEnv.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting envtest (KUBEBUILDER_ASSETS=%q): %w", os.Getenv("KUBEBUILDER_ASSETS"), err)
+		return nil, errors.Join(fmt.Errorf("starting envtest (KUBEBUILDER_ASSETS=%q): %w", os.Getenv("KUBEBUILDER_ASSETS"), err), e.removeClientAuth())
 	}
 	if err := e.start(ctx, cfg); err != nil {
 		return nil, errors.Join(err, e.Stop())
@@ -192,7 +202,7 @@ func (e *Env) Stop() error {
 		e.cancel()
 	}
 	e.stopped.Wait()
-	return e.testEnv.Stop()
+	return errors.Join(e.testEnv.Stop(), e.removeClientAuth())
 }
 
 // ExcludedNamespaces lists the namespaces the webhook's namespaceSelector excludes by name.

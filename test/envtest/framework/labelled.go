@@ -36,6 +36,14 @@ func (e *Env) ServeLabelled(ctx context.Context, label string, opts mutate.Optio
 // its matchConditions.
 func (e *Env) ServeLabelledAs(ctx context.Context, label string, hook *admissionregistrationv1.MutatingWebhookConfiguration,
 	opts mutate.Options) error {
+	return e.serveLabelled(ctx, label, hook, opts, nil)
+}
+
+// serveLabelled is ServeLabelledAs with a server whose configuration
+// configure, when not nil, changes: its port (a free one when it leaves
+// none), its cert dir, its client certificates.
+func (e *Env) serveLabelled(ctx context.Context, label string, hook *admissionregistrationv1.MutatingWebhookConfiguration,
+	opts mutate.Options, configure func(*server.Config)) error {
 	_, name, ok := strings.Cut(label, "/")
 	if !ok || name == "" {
 		return fmt.Errorf("label %q: expected a prefixed key, such as test.mpi.flyte.org/%s", label, label)
@@ -51,14 +59,17 @@ func (e *Env) ServeLabelledAs(ctx context.Context, label string, hook *admission
 	stopOthers := e.cancel
 	e.cancel = func() { cancel(); stopOthers() }
 	wio := &e.testEnv.WebhookInstallOptions
-	port, err := FreePort(wio.LocalServingHost)
-	if err != nil {
-		return err
+	cfg := server.Config{Host: wio.LocalServingHost, CertDir: wio.LocalServingCertDir, MetricsBindAddress: "0", HealthProbeBindAddress: "0"}
+	if configure != nil {
+		configure(&cfg)
 	}
-	done, err := e.serve(ctx, serving, server.Config{
-		Host: wio.LocalServingHost, Port: port, CertDir: wio.LocalServingCertDir,
-		MetricsBindAddress: "0", HealthProbeBindAddress: "0",
-	}, opts)
+	if cfg.Port == 0 {
+		var err error
+		if cfg.Port, err = FreePort(cfg.Host); err != nil {
+			return err
+		}
+	}
+	done, err := e.serve(ctx, serving, cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -66,7 +77,7 @@ func (e *Env) ServeLabelledAs(ctx context.Context, label string, hook *admission
 		e.labelled = map[string]labelledServer{}
 	}
 	e.labelled[label] = labelledServer{stop: cancel, done: done, configuration: hook.Name + "-" + name}
-	url := "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(port)) + admission.Path
+	url := "https://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)) + admission.Path
 	if err := e.InstallCopyOf(ctx, hook, name, url, func(w *admissionregistrationv1.MutatingWebhook) {
 		requireLabel(w, label, metav1.LabelSelectorOpExists)
 	}); err != nil {
