@@ -58,14 +58,14 @@ func attackFrom(ip net.IP) {
 
 // attackTransport is an HTTP transport whose connections the attacker dials.
 func attackTransport(w *webhook, keepAlive bool, idle int) *http.Transport {
-	return &http.Transport{TLSClientConfig: w.tls, DialContext: attacker.DialContext, DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: idle}
+	return &http.Transport{TLSClientConfig: w.attackTLS, DialContext: attacker.DialContext, DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: idle}
 }
 
 // idleConns holds -idle-conns TLS connections that complete a handshake
 // and send nothing more, each opened again when closed: with the webhook's
 // -nofile 1,024, more than its ports' bounds hold.
 func idleConns(ctx context.Context, w *webhook) string {
-	dialer := &tls.Dialer{NetDialer: attacker, Config: w.tls}
+	dialer := &tls.Dialer{NetDialer: attacker, Config: w.attackTLS}
 	opened, failed := repeat(ctx, *idleN, func() error {
 		conn, err := dialer.DialContext(ctx, "tcp", w.address)
 		if err != nil {
@@ -198,7 +198,7 @@ func headerFlood(ctx context.Context, w *webhook) string {
 // handshakeFlood runs -handshakers clients that each complete a TLS
 // handshake, close, and start again.
 func handshakeFlood(ctx context.Context, w *webhook) string {
-	dialer := &tls.Dialer{NetDialer: attacker, Config: w.tls}
+	dialer := &tls.Dialer{NetDialer: attacker, Config: w.attackTLS}
 	done, failed := repeat(ctx, *handshakers, func() error {
 		conn, err := dialer.DialContext(ctx, "tcp", w.address)
 		if err != nil {

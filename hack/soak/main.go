@@ -36,6 +36,7 @@ var (
 	servingKey = flag.String("serving-key", "ecdsa", "the serving certificate's key: ecdsa (P-256, as config/certmanager's Certificate) or rsa (2048)")
 	oomKill    = flag.Bool("oom-kill", true, "kill the webhook, as the kernel would, once its resident memory passes the Deployment's limits.memory")
 	logDir     = flag.String("logs", "", "directory to write each scenario's webhook log to (default: counted, not kept)")
+	clientAuth = flag.Bool("client-auth", false, "run the webhook with --client-ca-name: the Flyte reviews present the API server's client certificate, the attacks none, so that theirs end at the TLS handshake")
 
 	maxRSS         = flag.Float64("max-rss-mib", 100, "target: peak resident memory (VmHWM) in MiB")
 	minCorrect     = flag.Float64("min-correct", 0.99, "target: share of Flyte reviews answered 200 with the expected patch")
@@ -123,8 +124,8 @@ func main() {
 		from = append(from, way)
 	}
 	fmt.Printf("soak: %d scenarios of %s, each way of %s, %d Flyte reviews/s on keep-alive connections and %d on new ones; "+
-		"webhook on core %d, GOMAXPROCS %d, RLIMIT_NOFILE %d, %s key; load average %s\n",
-		len(selected), *duration, *ways, *rate, *newRate, *cpu, *gomaxprocs, *nofile, *servingKey, loadAverage())
+		"webhook on core %d, GOMAXPROCS %d, RLIMIT_NOFILE %d, %s key, client certificates required: %t; load average %s\n",
+		len(selected), *duration, *ways, *rate, *newRate, *cpu, *gomaxprocs, *nofile, *servingKey, *clientAuth, loadAverage())
 	var results []result
 	for _, way := range from {
 		attackFrom(map[string]net.IP{"other": net.IPv4(127, 0, 0, 2), "same": nil}[way])

@@ -42,31 +42,45 @@ type webhook struct {
 	ca                    *fixtures.Authority
 	certDir, address, url string
 	probe, metrics        string
-	tls                   *tls.Config
-	logs                  *logCounter
-	hwmKiB                atomic.Int64
-	oomKilled             atomic.Bool
-	exited                chan struct{}
-	exitErr               error
-	memoryLimit           string
+	// tls is the Flyte reviews' client configuration, with the API
+	// server's client certificate under -client-auth, and attackTLS the
+	// attacks', which never has one.
+	tls, attackTLS *tls.Config
+	logs           *logCounter
+	hwmKiB         atomic.Int64
+	oomKilled      atomic.Bool
+	exited         chan struct{}
+	exitErr        error
+	memoryLimit    string
 	// missed holds the targets of the attack itself that it missed, such as a rotation not served.
 	missed []string
 }
 
 // startWebhook starts bin/webhook on loopback ports with a certificate
 // mounted as the kubelet mounts a Secret, pinned to core -cpu, with the
-// Deployment's MEMORY_LIMIT and RLIMIT_NOFILE -nofile, and waits until it is ready.
+// Deployment's MEMORY_LIMIT and RLIMIT_NOFILE -nofile, and waits until it is
+// ready. Under -client-auth it runs with --client-ca-name, the CA's bundle
+// beside the certificate, as the chart's clientAuth puts it.
 func startWebhook(name string) *webhook {
 	dir := must(os.MkdirTemp("", "soak-"+name))
 	w := &webhook{ca: must(fixtures.NewAuthority()), certDir: filepath.Join(dir, "certs"), logs: &logCounter{}, exited: make(chan struct{})}
 	must(0, fixtures.Mount(w.certDir, w.issue()))
 	w.address, w.probe, w.metrics = freeAddress(), freeAddress(), freeAddress()
 	w.url, w.tls = "https://"+w.address+"/mutate-mpijob", &tls.Config{RootCAs: w.ca.Pool()}
+	w.attackTLS = w.tls
 	_, port, _ := net.SplitHostPort(w.address)
 	w.memoryLimit = deploymentMemoryLimit()
 	limit := resource.MustParse(w.memoryLimit)
-	w.cmd = exec.Command("taskset", "--cpu-list", strconv.Itoa(*cpu), *binary, "--cert-dir", w.certDir, "--port", port,
-		"--metrics-bind-address", w.metrics, "--health-probe-bind-address", w.probe, "--shutdown-drain", drainFor.String())
+	args := []string{"--cert-dir", w.certDir, "--port", port,
+		"--metrics-bind-address", w.metrics, "--health-probe-bind-address", w.probe, "--shutdown-drain", drainFor.String()}
+	if *clientAuth {
+		clientCA := must(fixtures.NewAuthority())
+		must(0, os.WriteFile(filepath.Join(w.certDir, "client-ca.crt"), clientCA.CertPEM, 0o600))
+		apiServer := must(must(clientCA.IssueClient("kube-apiserver")).TLS())
+		w.tls = &tls.Config{RootCAs: w.ca.Pool(), Certificates: []tls.Certificate{apiServer}}
+		args = append(args, "--client-ca-name=client-ca.crt")
+	}
+	w.cmd = exec.Command("taskset", append([]string{"--cpu-list", strconv.Itoa(*cpu), *binary}, args...)...)
 	// In bytes, as the downward API writes limits.memory with divisor 1.
 	w.cmd.Env = append(os.Environ(), "MEMORY_LIMIT="+strconv.FormatInt(limit.Value(), 10))
 	if *gomaxprocs > 0 {
