@@ -382,6 +382,11 @@ func TestDefaultContainerArgsAreFlagsOfTheBinary(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/webhook: %v\n%s", err, out)
 	}
+	withClientAuth := renderClientAuth(t, "default")
+	clientAuthArgs, err := withClientAuth.ExpandedArgs(decode[appsv1.Deployment](t, withClientAuth, "Deployment").Spec.Template.Spec.Containers[0], namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// -h last: the binary exits 0 once it has parsed every flag before it,
 	// and 2 at the first flag it does not know.
 	for _, tt := range []struct {
@@ -390,6 +395,7 @@ func TestDefaultContainerArgsAreFlagsOfTheBinary(t *testing.T) {
 		ok   bool
 	}{
 		{name: "the Deployment's", args: in.args, ok: true},
+		{name: "the Deployment's with config/client-auth", args: clientAuthArgs, ok: true},
 		{name: "an unknown flag", args: []string{"--no-such-flag=1"}, ok: false},
 		// v0.1.0's, gone with the Horovod rule: an overlay that still sets it
 		// gets a webhook that does not start (CHANGELOG.md).

@@ -60,19 +60,11 @@ func Render(dir, image string) (*Manifests, error) {
 	}
 	target := abs
 	if image != "" {
-		overlay, err := os.MkdirTemp("", "manifests-")
+		overlay, err := writeOverlay(abs, nil)
 		if err != nil {
 			return nil, fmt.Errorf("rendering %s: %w", dir, err)
 		}
 		defer os.RemoveAll(overlay)
-		// Relative: kustomize refuses an absolute path to a kustomization.
-		base, err := filepath.Rel(overlay, abs)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources:\n- "+base+"\n"), 0o600)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rendering %s: %w", dir, err)
-		}
 		if _, err := run(overlay, kustomize, "edit", "set", "image", ImageName+"="+image); err != nil {
 			return nil, fmt.Errorf("rendering %s: setting image %q: %w", dir, image, err)
 		}
@@ -93,6 +85,48 @@ func Render(dir, image string) (*Manifests, error) {
 		return nil, fmt.Errorf("rendering %s: setting image %q: no container has image %s", dir, image, ImageName)
 	}
 	return m, nil
+}
+
+// RenderWith renders, as Render does, an overlay of the kustomization in
+// dir that adds components (directories of kind Component, such as
+// config/client-auth), in a temporary directory: what a user's overlay that
+// lists them renders.
+func RenderWith(dir string, components ...string) (*Manifests, error) {
+	overlay, err := writeOverlay(dir, components)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s with %s: %w", dir, components, err)
+	}
+	defer os.RemoveAll(overlay)
+	return Render(overlay, "")
+}
+
+// writeOverlay writes, to a new temporary directory, a kustomization whose
+// resource is base, with components, and returns the directory.
+func writeOverlay(base string, components []string) (string, error) {
+	overlay, err := os.MkdirTemp("", "manifests-")
+	if err != nil {
+		return "", err
+	}
+	// Relative: kustomize refuses an absolute path to a kustomization.
+	var rel []string
+	for _, path := range append([]string{base}, components...) {
+		abs, err := filepath.Abs(path)
+		if err == nil {
+			path, err = filepath.Rel(overlay, abs)
+		}
+		if err != nil {
+			return "", errors.Join(err, os.RemoveAll(overlay))
+		}
+		rel = append(rel, path)
+	}
+	kustomization := "resources:\n- " + rel[0] + "\n"
+	if len(components) > 0 {
+		kustomization += "components:\n- " + strings.Join(rel[1:], "\n- ") + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		return "", errors.Join(err, os.RemoveAll(overlay))
+	}
+	return overlay, nil
 }
 
 // Parse reads a stream of YAML documents, such as `kustomize build` or
