@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,24 +37,33 @@ var secretNames = map[string]string{
 // instead (the namespace, which `helm install -n` creates). With
 // certificates.source certManager the certificates are config/certmanager's;
 // with the default, generated, the chart has a Secret and a caBundle where
-// config/ has cert-manager's objects and annotation.
+// config/ has cert-manager's objects and annotation. clientAuth.enabled is
+// config/client-auth, in each mode that runs the webhook.
 func TestOneTruthWithConfig(t *testing.T) {
 	root, err := fixtures.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"webhook", "policy", "both"} {
-		dir := installs[mode]
+	for _, install := range []struct {
+		mode       string
+		clientAuth bool
+	}{{"webhook", false}, {"policy", false}, {"both", false}, {"webhook", true}, {"both", true}} {
+		mode, dir := install.mode, installs[install.mode]
 		kustomized, err := manifests.Render(filepath.Join(root, "config", dir), "")
+		against := "config/" + dir
+		if install.clientAuth {
+			kustomized, err = manifests.RenderWith(filepath.Join(root, "config", dir), filepath.Join(root, "config", "client-auth"))
+			against += " with config/client-auth"
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		repository, tag := configImage(t, kustomized)
 		for _, source := range []string{"certManager", "generate"} {
-			t.Run(mode+", certificates "+source+", against config/"+dir, func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s, certificates %s, clientAuth %t, against %s", mode, source, install.clientAuth, against), func(t *testing.T) {
 				// config/'s image: the chart has none by default.
-				chart, err := Render(values("mode", mode, "certificates.source", source, "image.repository", repository, "image.tag", tag),
-					MutatingAdmissionPolicyAPI, CertManagerAPI)
+				chart, err := Render(values("mode", mode, "certificates.source", source, "image.repository", repository, "image.tag", tag,
+					"clientAuth.enabled", install.clientAuth), MutatingAdmissionPolicyAPI, CertManagerAPI)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,7 +96,7 @@ func TestOneTruthWithConfig(t *testing.T) {
 					withoutLabelsConfigLacks(want[name], obj)
 				}
 				if diff := cmp.Diff(want, got); diff != "" {
-					t.Errorf("config/%s and the chart with mode=%s differ (-config/ +chart):\n%s", dir, mode, diff)
+					t.Errorf("%s and the chart with mode=%s differ (-config/ +chart):\n%s", against, mode, diff)
 				}
 			})
 		}
@@ -160,6 +170,12 @@ func withoutChartAdditions(node any, key string) {
 		for k, v := range n {
 			if name, ok := v.(string); ok && k == "secretName" && secretNames[name] != "" {
 				n[k] = secretNames[name]
+			}
+			// A projected volume's Secret (config/client-auth's).
+			if secret, ok := v.(map[string]any); ok && k == "secret" {
+				if name, ok := secret["name"].(string); ok && secretNames[name] != "" {
+					secret["name"] = secretNames[name]
+				}
 			}
 			// kustomize's YAML library reads a folded scalar's more-indented
 			// line with an empty line before it, which CEL ignores.

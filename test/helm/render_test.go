@@ -3,6 +3,8 @@ package helm
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -199,6 +201,29 @@ func TestRender(t *testing.T) {
 			webhookConfig + " {.webhooks[0].clientConfig.caBundle}":            "Q0E=",
 		},
 	}, {
+		name:   "client certificates: the flag, and the CA's ConfigMap, config/client-auth's, beside the serving certificate",
+		values: withImage("clientAuth.enabled", true),
+		want: map[string]string{
+			deployment + " " + container + ".args}": defaultArgs + `,"--client-ca-name=client-ca.crt"]`,
+			deployment + " {.spec.template.spec.volumes[0].projected.sources}": `[{"secret":{"name":"flyte-mpi-webhook-webhook-server-cert"}},` +
+				`{"configMap":{"items":[{"key":"ca.crt","path":"client-ca.crt"}],"name":"flyte-mpi-webhook-client-ca"}}]`,
+			deployment + " {.spec.template.spec.volumes[0].secret}": "(missing)",
+		},
+	}, {
+		name: "client certificates of the cluster's CA for another common name, beside an existing Secret",
+		values: withImage("clientAuth.enabled", true, "clientAuth.caConfigMap", "kube-root-ca.crt", "clientAuth.commonName", "kube-apiserver-kubelet-client",
+			"certificates.source", "secret", "certificates.secret.name", "my-cert", "certificates.secret.caBundle", "Q0E="),
+		want: map[string]string{
+			deployment + " " + container + ".args}":                                      defaultArgs + `,"--client-ca-name=client-ca.crt","--client-cn-name=kube-apiserver-kubelet-client"]`,
+			deployment + " {.spec.template.spec.volumes[0].projected.sources[*].*.name}": "my-cert kube-root-ca.crt",
+		},
+	}, {
+		name:   "client certificates of any common name",
+		values: withImage("clientAuth.enabled", true, "clientAuth.commonName", ""),
+		want: map[string]string{
+			deployment + " " + container + ".args}": defaultArgs + `,"--client-ca-name=client-ca.crt","--client-cn-name="]`,
+		},
+	}, {
 		name: "every decision flag, and the log level",
 		values: withImage("decisions.fallbackWorkerCommand", "/usr/sbin/sshd -D -o 'X=$(Y)'", "decisions.onInvalid", "warn",
 			"decisions.inferWorkerCommand", false, "decisions.injectAs", "args", "decisions.containerName", "main",
@@ -311,6 +336,14 @@ func TestRenderRefuses(t *testing.T) {
 			apiVersions: []string{MutatingAdmissionPolicyAPI}, want: []string{`decisions.injectAs="args"`, "mode=both"}},
 		{name: "a policy without inference", values: values("mode", "policy", "decisions.inferWorkerCommand", false),
 			apiVersions: []string{MutatingAdmissionPolicyAPI}, want: []string{"decisions.inferWorkerCommand=false", "mode=policy"}},
+		{name: "client certificates with no webhook", values: values("mode", "policy", "clientAuth.enabled", true),
+			apiVersions: []string{MutatingAdmissionPolicyAPI}, want: []string{"clientAuth.enabled: mode=policy runs no webhook"}},
+		{name: "a client CA ConfigMap that is no name", values: withImage("clientAuth.enabled", true, "clientAuth.caConfigMap", "Client_CA"),
+			want: []string{"clientAuth/caConfigMap", "Client_CA"}},
+		{name: "a common name with a newline", values: withImage("clientAuth.enabled", true, "clientAuth.commonName", "kube-apiserver\n"),
+			want: []string{"clientAuth/commonName"}},
+		{name: "a common name past X.509's 64 characters", values: withImage("clientAuth.commonName", strings.Repeat("k", 65)),
+			want: []string{"clientAuth/commonName", "64"}},
 		{name: "a NetworkPolicy that names no API server", values: withImage("networkPolicy.enabled", true),
 			want: []string{"networkPolicy.webhookFrom is required"}},
 		{name: "a ServiceMonitor without the prometheus-operator", values: withImage("serviceMonitor.enabled", true),
@@ -328,6 +361,58 @@ func TestRenderRefuses(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("the error does not say %q:\n%v", want, err)
 				}
+			}
+		})
+	}
+}
+
+// TestRenderWithValuesThatLackClientAuth renders the chart with values that
+// have no clientAuth, as `helm upgrade --reuse-values` from 0.1.0 (which had
+// none) renders it with 0.1.0's values instead of this chart's: off, and,
+// with clientAuth.enabled alone set, config/client-auth's ConfigMap and the
+// common name kube-apiserver, never any certificate the CA signed.
+func TestRenderWithValuesThatLackClientAuth(t *testing.T) {
+	src, err := ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "flyte-mpi-webhook")
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	chartValues, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := bytes.Index(chartValues, []byte("\nclientAuth:\n"))
+	end := bytes.Index(chartValues[start+1:], []byte("\n\n"))
+	if start < 0 || end < 0 {
+		t.Fatal("values.yaml: no clientAuth block, followed by an empty line, to remove")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), slices.Delete(chartValues, start, start+1+end), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   map[string]string
+	}{
+		{name: "no clientAuth: off", values: withImage(), want: map[string]string{
+			deployment + " " + container + ".args[4]}":                         "(missing)",
+			deployment + " {.spec.template.spec.volumes[0].secret.secretName}": "flyte-mpi-webhook-webhook-server-cert",
+		}},
+		{name: "clientAuth.enabled alone", values: withImage("clientAuth.enabled", true), want: map[string]string{
+			deployment + " " + container + ".args[4:]}":                                          "--client-ca-name=client-ca.crt",
+			deployment + " {.spec.template.spec.volumes[0].projected.sources[1].configMap.name}": "flyte-mpi-webhook-client-ca",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := RenderChart(dir, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, fields(t, m, tc.want)); diff != "" {
+				t.Errorf("fields (-want +got):\n%s", diff)
 			}
 		})
 	}

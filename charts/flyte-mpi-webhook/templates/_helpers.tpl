@@ -58,6 +58,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
+The clientAuth values, as JSON, with the chart's defaults where they lack one: `helm upgrade
+--reuse-values` from 0.1.0, which had no clientAuth, renders with 0.1.0's values, not this chart's. An
+absent clientAuth is off, an absent caConfigMap config/client-auth's name, and an absent commonName
+kube-apiserver, never "" (any certificate the CA signed).
+*/}}
+{{- define "flyte-mpi-webhook.clientAuth" -}}
+{{- $c := .Values.clientAuth | default dict -}}
+{{- toJson (dict
+  "enabled" ($c.enabled | default false)
+  "caConfigMap" ($c.caConfigMap | default (printf "%s-client-ca" (include "flyte-mpi-webhook.fullname" .)))
+  "commonName" (hasKey $c "commonName" | ternary $c.commonName "kube-apiserver")) -}}
+{{- end -}}
+
+{{/*
 The objectSelector and namespaceSelector the webhook and the policies share: they are called for
 the same jobs. The release's namespace is always excluded, as config/default excludes its own.
 */}}
@@ -151,6 +165,9 @@ says what to set.
 {{- fail "certificates.secret.caBundle is required with certificates.source=secret: the base64-encoded PEM of the CA that signed the Secret's tls.crt, which the API server trusts" -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- if and (include "flyte-mpi-webhook.clientAuth" . | fromJson).enabled (not $webhook) -}}
+{{- fail "clientAuth.enabled: mode=policy runs no webhook, so there is no server to require the API server's client certificate; use mode=webhook or both" -}}
 {{- end -}}
 {{- if and .Values.networkPolicy.enabled $webhook (not .Values.networkPolicy.webhookFrom) -}}
 {{- fail "networkPolicy.webhookFrom is required with networkPolicy.enabled: the peers the API server's calls come from (the control plane's ipBlocks, or the konnectivity agent's pods), else the policy would refuse them all and every Flyte MPIJob with them" -}}
