@@ -232,11 +232,15 @@ test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-
 
 # What make test-cluster passes to the suite (test/cluster), e.g. -ginkgo.focus=Succeeded.
 TEST_CLUSTER_ARGS ?=
-# The Debian packages of the cluster's node, which make test-cluster installs when missing.
-TEST_CLUSTER_PACKAGES = containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux
+# The Debian packages of the cluster's node and its registry, which make test-cluster installs when missing.
+TEST_CLUSTER_PACKAGES = containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux \
+	docker-registry skopeo
+# The release make test-cluster makes and installs from the cluster's registry, as a user installs one.
+TEST_CLUSTER_VERSION = v0.0.0-cluster
+TEST_CLUSTER_DIST = bin/cluster-release
 
 .PHONY: test-cluster
-test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, with the webhook installed by the chart from its image, and with the policy, and tear it all down (docs/CLUSTER.md).
+test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with a registry and the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, and with it installed from make release's artifacts as the README says (Helm from the registry, one file, kustomize), under training-operator v1.8.1 and v1.9.4, and tear it all down (docs/CLUSTER.md).
 	@start=$$SECONDS; t() { echo "test-cluster: $$(date -u +%T) [+$$((SECONDS - start))s] $$*"; }; \
 	hack/apt-install.sh $(TEST_CLUSTER_PACKAGES) && t "Debian packages there" && \
 	parts=$$(hack/cluster/build.sh) && export $$parts && t "node binaries built" && \
@@ -245,10 +249,13 @@ test-cluster: helm ## Start a real single-node cluster in a network namespace (t
 		TRAINING_OPERATOR_V1_9_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) hack/e2e-operators.sh) && export $$operators && \
 	flyte=$$(hack/flyte-testdata.sh binary) && export $$flyte && t "operators and Flyte's backend built" && \
 	job=$$(hack/cluster/job-image.sh) && export $$job && t "job image built" && \
-	$(MAKE) --no-print-directory image && t "webhook image built" && \
+	rm -rf $(TEST_CLUSTER_DIST) && \
+	$(MAKE) --no-print-directory release VERSION=$(TEST_CLUSTER_VERSION) DIST_DIR=$(TEST_CLUSTER_DIST) && \
+		t "release $(TEST_CLUSTER_VERSION) made in $(TEST_CLUSTER_DIST)" && \
 	$(GO) test -c -o bin/cluster.test ./test/cluster && t "suite built" && \
-	env $(ENVTEST_ENV) IMAGE_TARS="$$JOB_IMAGE_TAR $(abspath $(IMAGE_TAR))" \
-		WEBHOOK_IMAGE=$(IMAGE_REPOSITORY):$(VERSION) CHART=$(CURDIR)/$(CHART_DIR) HELM=$(HELM) \
+	env $(ENVTEST_ENV) MPIJOB_CRD_V1_9="$(MPIJOB_CRD_V1_9)" IMAGE_TARS="$$JOB_IMAGE_TAR" \
+		RELEASE_DIR=$(abspath $(TEST_CLUSTER_DIST)) RELEASE_VERSION=$(TEST_CLUSTER_VERSION) \
+		SOURCE_DIR=$(CURDIR) HELM=$(HELM) \
 		test/cluster/cluster.sh test bin/cluster.test -test.v -ginkgo.v -ginkgo.no-color $(TEST_CLUSTER_ARGS) && t "done"
 
 ##@ Deployment
@@ -266,8 +273,11 @@ INSTALLS = default policy-only default-with-policy
 ifeq ($(filter $(INSTALL),$(INSTALLS)),)
 $(error INSTALL=$(INSTALL) is not one of: $(INSTALLS))
 endif
-# build-installer's file: dist/install.yaml for the webhook, dist/install-INSTALL.yaml for the others.
-INSTALLER = dist/install$(if $(filter default,$(INSTALL)),,-$(INSTALL)).yaml
+# Where build-installer and release write: dist/ unless told (make test-cluster
+# releases into bin/, so that a release in dist/ is never overwritten).
+DIST_DIR ?= dist
+# build-installer's file: DIST_DIR/install.yaml for the webhook, DIST_DIR/install-INSTALL.yaml for the others.
+INSTALLER = $(DIST_DIR)/install$(if $(filter default,$(INSTALL)),,-$(INSTALL)).yaml
 
 # The image config/manager names, NAME:TAG, the newest release (CHANGELOG.md);
 # deploy and build-installer replace it with IMG.
@@ -328,7 +338,7 @@ undeploy: kustomize ## Remove config/INSTALL from the cluster of the current kub
 	$(call admission-first,0) < "$$rendered" | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 .PHONY: build-installer
-build-installer: kustomize ## Write config/INSTALL, with image IMG (required but for policy-only), as one file to kubectl apply -f: dist/install.yaml (default), dist/install-INSTALL.yaml (the others).
+build-installer: kustomize ## Write config/INSTALL, with image IMG (required but for policy-only), as one file to kubectl apply -f: DIST_DIR/install.yaml (default), DIST_DIR/install-INSTALL.yaml (the others), DIST_DIR default dist.
 	$(need-img)
 	@mkdir -p $(dir $(INSTALLER))
 	$(render-install) > $(INSTALLER).tmp
@@ -340,25 +350,25 @@ build-installer: kustomize ## Write config/INSTALL, with image IMG (required but
 # (an image tag has no +).
 SEMVER_RE = ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$$
 CHART_DIR ?= charts/flyte-mpi-webhook
-# What make release writes into dist/, besides SHA256SUMS.
-RELEASE_IMAGE_TAR = dist/flyte-mpi-webhook-$(VERSION)-image.tar
-RELEASE_CHART = dist/flyte-mpi-webhook-$(VERSION:v%=%).tgz
-RELEASE_INSTALLERS = dist/install.yaml dist/install-policy-only.yaml dist/install-default-with-policy.yaml
+# What make release writes into DIST_DIR, besides SHA256SUMS.
+RELEASE_IMAGE_TAR = $(DIST_DIR)/flyte-mpi-webhook-$(VERSION)-image.tar
+RELEASE_CHART = $(DIST_DIR)/flyte-mpi-webhook-$(VERSION:v%=%).tgz
+RELEASE_INSTALLERS = $(foreach install,$(INSTALLS),$(DIST_DIR)/install$(if $(filter default,$(install)),,-$(install)).yaml)
 
 .PHONY: release
-release: kustomize ## Write release VERSION (vX.Y.Z) into dist/: the image tarball, the chart, the one-file install of each mode with the image pinned to VERSION, and SHA256SUMS.
+release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the image tarball, the chart, the one-file install of each mode with the image pinned to VERSION, and SHA256SUMS.
 	@[[ "$(VERSION)" =~ $(SEMVER_RE) ]] || { \
 		echo "VERSION=$(VERSION): want a release version, v and then semver without build metadata, such as VERSION=v0.1.0 or VERSION=v0.2.0-rc.1" >&2; exit 1; }
 	@[ -f $(CHART_DIR)/Chart.yaml ] || { echo "$(CHART_DIR)/Chart.yaml: no chart to package" >&2; exit 1; }
 	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
-	@mkdir -p dist
+	@mkdir -p $(DIST_DIR)
 	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_TAR=$(RELEASE_IMAGE_TAR)
 	for install in $(INSTALLS); do \
 		$(MAKE) --no-print-directory build-installer INSTALL=$$install IMG=$(IMAGE_REPOSITORY):$(VERSION) || exit 1; \
 	done
-	$(HELM) package $(CHART_DIR) --version $(VERSION:v%=%) --app-version $(VERSION) --destination dist
-	cd dist && sha256sum $(notdir $(RELEASE_IMAGE_TAR) $(RELEASE_CHART) $(RELEASE_INSTALLERS)) > SHA256SUMS
-	@cat dist/SHA256SUMS
+	$(HELM) package $(CHART_DIR) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST_DIR)
+	cd $(DIST_DIR) && sha256sum $(notdir $(RELEASE_IMAGE_TAR) $(RELEASE_CHART) $(RELEASE_INSTALLERS)) > SHA256SUMS
+	@cat $(DIST_DIR)/SHA256SUMS
 
 ##@ Performance
 

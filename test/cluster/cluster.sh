@@ -8,6 +8,8 @@
 #   test/cluster/cluster.sh down      stop it and remove all it made
 #   test/cluster/cluster.sh test CMD  up, exec CMD, and down whatever CMD did
 #   test/cluster/cluster.sh restart-kubelet  stop the kubelet and start it again (the suite's fault)
+#   test/cluster/cluster.sh switch-operator  run training-operator $TRAINING_OPERATOR_V1_9_BIN
+#                                            with its CRD $MPIJOB_CRD_V1_9 in place of the first
 #
 # The parts come from the environment: KUBEBUILDER_ASSETS (kube-apiserver, etcd:
 # hack/envtest-assets.sh), KUBELET_BIN, KUBE_SCHEDULER_BIN,
@@ -15,10 +17,16 @@
 # CLUSTER_IMAGE_BIN (hack/cluster/build.sh), TRAINING_OPERATOR_BIN
 # (hack/e2e-operators.sh), MPIJOB_CRD_V1, and IMAGE_TARS: image tarballs to
 # import into the node's containerd. From Debian: containerd, runc, the CNI
-# plugins, iproute2, iptables, openssl (make test-cluster installs them with hack/apt-install.sh).
+# plugins, iproute2, iptables, openssl and docker-registry (make test-cluster
+# installs them with hack/apt-install.sh).
+#
+# The registry, Debian's docker-registry (the CNCF Distribution registry),
+# serves https://$registry with a certificate of the cluster's CA, which
+# the node's containerd trusts through its hosts.toml: the suite pushes the
+# release there, and the node pulls the webhook from it.
 #
 # The addresses, all inside the namespace: the node 10.217.0.1 (on
-# the namespace's loopback, which the API server, the kubelet and the operator use), the
+# the namespace's loopback, which the API server, the kubelet, the operator and the registry use), the
 # Pods 10.218.0.0/24 (a CNI bridge), the Services 10.219.0.0/24. The one
 # Service Pods reach, the API server's own (the launcher reads Pods through
 # it), has an iptables DNAT rule in the namespace, in place of kube-proxy; the
@@ -42,12 +50,15 @@ node_ip=10.217.0.1
 pod_cidr=10.218.0.0/24
 service_cidr=10.219.0.0/24
 api_service_ip=10.219.0.1
+registry=$node_ip:5000
 # Where the training-operator looks for its webhook certificate (a constant in its code),
 # in its own mount namespace.
 operator_cert_dir=/tmp/k8s-webhook-server/serving-certs
-# The images the node needs besides IMAGE_TARS.
+# The images the node needs besides IMAGE_TARS: the training-operator's
+# launcher takes kubectl from the image its --mpi-kubectl-delivery-image
+# defaults to, v1.8's the first, v1.9's the second.
 pause_image=flyte-mpi-webhook.test/pause:1
-delivery_image=kubeflow/kubectl-delivery:latest
+delivery_images=(docker.io/kubeflow/kubectl-delivery:latest ghcr.io/kubeflow/training-v1/kubectl-delivery:latest)
 
 started=$SECONDS
 log() { echo "cluster: $(date -u +%T) [+$((SECONDS - started))s] $*" >&2; }
@@ -119,6 +130,7 @@ certs() {
 		"IP:$node_ip,IP:$api_service_ip,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	cert admin /O=system:masters/CN=cluster-admin
 	cert kubelet "/O=system:nodes/CN=system:node:$node"
+	cert registry /CN=flyte-mpi-webhook-registry "IP:$node_ip"
 	openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2> /dev/null
 	openssl ec -in sa.key -pubout -out sa.pub 2> /dev/null
 	cd - > /dev/null
@@ -149,7 +161,7 @@ kubeconfig() {
 }
 
 configs() {
-	mkdir -p "$state/cni/net.d" "$state/containerd"
+	mkdir -p "$state/cni/net.d" "$state/containerd" "$state/containerd/certs.d/$registry" "$state/registry"
 	cat > "$state/cni/net.d/10-pods.conflist" <<-JSON
 		{"cniVersion": "1.0.0", "name": "flyte-mpi-webhook-pods", "plugins": [
 		  {"type": "bridge", "bridge": "fmw-pods", "isGateway": true, "ipMasq": false, "hairpinMode": true,
@@ -186,7 +198,25 @@ configs() {
 		  [plugins."io.containerd.grpc.v1.cri".cni]
 		    bin_dir = "/usr/lib/cni"
 		    conf_dir = "$state/cni/net.d"
+		  [plugins."io.containerd.grpc.v1.cri".registry]
+		    config_path = "$state/containerd/certs.d"
 	TOML
+	# The node trusts the registry's CA, and only for the registry.
+	cat > "$state/containerd/certs.d/$registry/hosts.toml" <<-TOML
+		server = "https://$registry"
+		[host."https://$registry"]
+		  capabilities = ["pull", "resolve"]
+		  ca = "$state/pki/ca.crt"
+	TOML
+	cat > "$state/registry/config.yml" <<-YAML
+		version: 0.1
+		log: {level: warn, accesslog: {disabled: true}}
+		storage:
+		  filesystem: {rootdirectory: $state/registry/data}
+		http:
+		  addr: $registry
+		  tls: {certificate: $state/pki/registry.crt, key: $state/pki/registry.key}
+	YAML
 	: > "$state/resolv.conf"
 	cat > "$state/kubelet.yaml" <<-YAML
 		apiVersion: kubelet.config.k8s.io/v1beta1
@@ -267,6 +297,7 @@ up() {
 		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
 		--listen-peer-urls http://127.0.0.1:2380 --unsafe-no-fsync
 	start containerd containerd --config "$state/containerd/config.toml"
+	start registry docker-registry serve "$state/registry/config.yml"
 	start kube-apiserver "$KUBEBUILDER_ASSETS/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
 		--bind-address "$node_ip" --advertise-address "$node_ip" --secure-port 6443 \
 		--service-cluster-ip-range "$service_cidr" --enable-aggregator-routing --kubelet-preferred-address-types InternalIP \
@@ -277,6 +308,7 @@ up() {
 		--service-account-key-file "$state/pki/sa.pub" --service-account-signing-key-file "$state/pki/sa.key" \
 		--cert-dir "$state/pki/apiserver"
 	await "containerd is up" 60 in_netns ctr --address "$state/containerd/containerd.sock" version
+	await "the registry listens on $registry" 60 in_netns bash -c ": <> /dev/tcp/${registry/://}"
 	images
 	await "the API server is ready" 120 kubectl_ get --raw /readyz
 	start kube-controller-manager "$KUBE_CONTROLLER_MANAGER_BIN" --kubeconfig "$state/admin.kubeconfig" \
@@ -288,7 +320,7 @@ up() {
 		--authentication-kubeconfig "$state/admin.kubeconfig" --authorization-kubeconfig "$state/admin.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false
 	kubelet
-	operator
+	operator "$TRAINING_OPERATOR_BIN" "$MPIJOB_CRD_V1"
 	echo "KUBECONFIG=$state/admin.kubeconfig"
 	log "the cluster is up"
 }
@@ -317,12 +349,13 @@ images() {
 	"$CLUSTER_IMAGE_BIN" -name "$pause_image" -file "$PAUSE_BIN:/pause" -entrypoint /pause -user 65535 \
 		-out "$state/images/pause.tar"
 	# kubectl-delivery copies the static kubectl beside it to the launcher's /opt/kube.
-	"$CLUSTER_IMAGE_BIN" -name "$delivery_image" -file "$KUBECTL_DELIVERY_BIN:/kubectl-delivery" \
+	"$CLUSTER_IMAGE_BIN" -name "${delivery_images[0]}" -file "$KUBECTL_DELIVERY_BIN:/kubectl-delivery" \
 		-file "$KUBECTL:/bin/kubectl" -entrypoint /kubectl-delivery -out "$state/images/kubectl-delivery.tar"
-	local tar
+	local tar ctr=(ctr --address "$state/containerd/containerd.sock" -n k8s.io)
 	for tar in "$state/images/pause.tar" "$state/images/kubectl-delivery.tar" ${IMAGE_TARS:-}; do
-		in_netns ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$tar" >&2
+		in_netns "${ctr[@]}" images import "$tar" >&2
 	done
+	in_netns "${ctr[@]}" images tag "${delivery_images[0]}" "${delivery_images[1]}" > /dev/null
 	log "imported the images: $(in_netns ctr --address "$state/containerd/containerd.sock" -n k8s.io images ls -q | tr '\n' ' ')"
 }
 
@@ -332,15 +365,21 @@ images() {
 # mount namespace of its own whose /tmp is $state/operator-tmp, so that the
 # directory where it looks for its webhook certificate (a constant in its code)
 # is the cluster's and no other training-operator's on the machine.
+#
+# operator BIN CRD applies the MPIJob CRD of file CRD and runs the
+# training-operator BIN, with a certificate Secret of its own making.
 operator() {
-	kubectl_ apply --server-side -f "$MPIJOB_CRD_V1" > /dev/null
-	kubectl_ create namespace training-operator > /dev/null
+	local bin=$1 crd=$2
+	kubectl_ apply --server-side --force-conflicts -f "$crd" > /dev/null
+	kubectl_ create namespace training-operator --dry-run=client -o yaml | kubectl_ apply -f - > /dev/null
+	kubectl_ -n training-operator delete secret training-operator-webhook-cert --ignore-not-found > /dev/null
 	kubectl_ -n training-operator create secret generic training-operator-webhook-cert > /dev/null
 	local certs=$state/operator-tmp/${operator_cert_dir#/tmp/}
+	rm -rf "$certs"
 	mkdir -p "$certs"
 	# A copy in $state: the cached binary may live under /tmp (a HOME or
 	# E2E_CACHE there), which the private /tmp would hide.
-	cp "$TRAINING_OPERATOR_BIN" "$state/training-operator"
+	cp "$bin" "$state/training-operator"
 	start training-operator unshare --mount --propagation private \
 		sh -c 'mount --bind "$0" /tmp && exec "$@"' "$state/operator-tmp" \
 		env -i KUBECONFIG="$state/admin.kubeconfig" MY_POD_NAMESPACE=training-operator \
@@ -357,11 +396,23 @@ operator() {
 	await "the CRD MPIJob kubeflow.org/v1 is served" 60 kubectl_ get mpijobs.kubeflow.org -A
 }
 
+# switch_operator stops the training-operator, as an upgrade would, and
+# runs the one of TRAINING_OPERATOR_V1_9_BIN with its CRD.
+switch_operator() {
+	need TRAINING_OPERATOR_V1_9_BIN MPIJOB_CRD_V1_9
+	local pid
+	pid=$(cat "$state/pids/training-operator")
+	kill -TERM "$pid"
+	while kill -0 "$pid" 2> /dev/null; do sleep 0.2; done
+	log "stopped the training-operator (pid $pid)"
+	operator "$TRAINING_OPERATOR_V1_9_BIN" "$MPIJOB_CRD_V1_9"
+}
+
 # stop_pids kills the processes we started, by the PIDs recorded at start and
 # by those in the daemons' and the Pods' cgroups, politely first.
 stop_pids() {
 	local name pid pids=()
-	for name in training-operator kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
+	for name in training-operator kubelet kube-scheduler kube-controller-manager kube-apiserver etcd registry; do
 		[[ -f "$state/pids/$name" ]] && pids+=("$(cat "$state/pids/$name")")
 	done
 	for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
@@ -441,6 +492,9 @@ leftovers() {
 	[[ -d "$daemons_cgroup" ]] && left+=("cgroup $daemons_cgroup")
 	[[ -e "$state" ]] && left+=("$state")
 	ip link show fmw-pods > /dev/null 2>&1 && left+=("bridge fmw-pods outside the namespace")
+	# Ours is gone with the cluster's cgroup; one left would be the Debian
+	# package's own service, which a machine without policy-rc.d starts.
+	pgrep -x docker-registry > /dev/null && left+=("a docker-registry process: $(pgrep -a -x docker-registry)")
 	((${#left[@]} == 0)) || die "left behind: ${left[*]}"
 }
 
@@ -450,6 +504,10 @@ down) down ;;
 restart-kubelet)
 	KUBECTL=$(cat "$state/kubectl.bin")
 	restart_kubelet
+	;;
+switch-operator)
+	KUBECTL=$(cat "$state/kubectl.bin")
+	switch_operator
 	;;
 exec)
 	shift
@@ -463,11 +521,11 @@ test)
 	log "running $*"
 	start_test=$SECONDS
 	in_netns env KUBECONFIG="$state/admin.kubeconfig" CLUSTER_SCRIPT="$(realpath "$0")" \
-		CONTAINERD_ADDRESS="$state/containerd/containerd.sock" "$@"
+		CONTAINERD_ADDRESS="$state/containerd/containerd.sock" REGISTRY="$registry" REGISTRY_CA="$state/pki/ca.crt" "$@"
 	log "$1 took $((SECONDS - start_test))s"
 	;;
 *)
-	echo "usage: $0 up|down|exec CMD...|test CMD..." >&2
+	echo "usage: $0 up|down|exec CMD...|test CMD...|restart-kubelet|switch-operator" >&2
 	exit 2
 	;;
 esac

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -40,9 +41,9 @@ const (
 	// each in its worker, that the sshd the task declares as its worker
 	// command answers there (hack/cluster/job/task.py).
 	workerService = "WORKER_SERVICE=127.0.0.1:22"
-	// webhookNamespace is where the chart is installed, as users do, under the
-	// restricted Pod Security Standard.
-	webhookNamespace = "flyte-mpi-webhook"
+	// webhookNamespace is where the README installs the chart, and where the
+	// suite runs it under the restricted Pod Security Standard.
+	webhookNamespace = "flyte-mpi-webhook-system"
 	// release is the Helm release's name.
 	release = "flyte-mpi-webhook"
 	// webhookName is the webhook's name in its MutatingWebhookConfiguration,
@@ -276,8 +277,8 @@ func expectRestored(job *unstructured.Unstructured, source mutate.Source) {
 // with the webhook or the policy installed, and expects each job to
 // succeed: the tasks that declare nothing stored as Flyte made them, their
 // ranks in the workers' `sleep 365d`; the others with their worker running
-// sshd, which each rank found.
-func runWithAddOn(ctx context.Context, tasks ...task) {
+// sshd, which each rank found. It returns the jobs, in the tasks' order.
+func runWithAddOn(ctx context.Context, tasks ...task) []*unstructured.Unstructured {
 	GinkgoHelper()
 	jobs := launchAll(ctx, tasks)
 	for i, t := range tasks {
@@ -290,6 +291,7 @@ func runWithAddOn(ctx context.Context, tasks ...task) {
 			expectSucceeded(ctx, jobs[i], sleep365d)
 		}
 	}
+	return jobs
 }
 
 // sleep365d is what the training-operator runs in a worker without a command.
@@ -343,17 +345,18 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		}
 	})
 
-	It("installs the webhook with its Helm chart: both replicas Ready under Pod Security restricted", func(ctx SpecContext) {
+	It("installs the webhook as the README says: skopeo copy and helm push to the registry, helm install oci://; "+
+		"both replicas Ready under Pod Security restricted, running the released image, pulled by its digest", func(ctx SpecContext) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: webhookNamespace, Labels: map[string]string{
 			"pod-security.kubernetes.io/enforce":         "restricted",
 			"pod-security.kubernetes.io/enforce-version": "latest",
 		}}}
 		Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-		repository, tag, ok := strings.Cut(webhookImage, ":")
-		Expect(ok).To(BeTrue(), "WEBHOOK_IMAGE %q is not REPOSITORY:TAG", webhookImage)
-		run(ctx, 4*time.Minute, helmBinary, "install", release, chartDir, "--namespace", webhookNamespace,
-			"--set", "mode=webhook", "--set", "image.repository="+repository, "--set", "image.tag="+tag,
-			"--set", "image.pullPolicy=Never", "--wait", "--timeout", "3m")
+		script := forRelease(readme.helm)
+		Expect(script).To(ContainSubstring("helm install "+release+" "+chartRef()+" --version "+chartVersion()),
+			"the README installs the chart from the registry")
+		sh(ctx, releaseFiles(imageTar(), chartFile()), script)
+		expectRegistryHoldsRelease(ctx)
 
 		var deployments appsv1.DeploymentList
 		Expect(k8sClient.List(ctx, &deployments, client.InNamespace(webhookNamespace))).To(Succeed())
@@ -371,6 +374,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 				g.Expect(pod.Spec.Containers[0].Resources.Limits.Memory().IsZero()).To(BeFalse())
 			}
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
+		expectPodsRunReleasedImage(ctx)
 	})
 
 	It("with the webhook, leaves the tasks that declare no worker command as Flyte made them, and they run", func(ctx SpecContext) {
@@ -383,17 +387,14 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 
 	It("admits every job with its worker command through a rollout, a deleted webhook Pod and a kubelet restart", func(ctx SpecContext) {
 		ns := namespace(ctx)
-		repository, _, _ := strings.Cut(webhookImage, ":")
-		rollout := repository + ":rollout"
-		run(ctx, time.Minute, "ctr", "-n", "k8s.io", "images", "tag", "--force", webhookImage, rollout)
 		jobs := startCreating(ns)
 		DeferCleanup(jobs.finish)
 
-		By("helm upgrade to a new image")
-		run(ctx, 4*time.Minute, helmBinary, "upgrade", release, chartDir, "--namespace", webhookNamespace,
-			"--reuse-values", "--set", "image.tag=rollout", "--wait", "--timeout", "3m")
+		By("helm upgrade to a new image reference: another tag, the same digest")
+		helmUpgrade(ctx, "image.tag=rollout")
 		awaitBothReplicas(ctx)
-		Expect(webhookDeployment(ctx).Spec.Template.Spec.Containers[0].Image).To(Equal(rollout))
+		Expect(webhookDeployment(ctx).Spec.Template.Spec.Containers[0].Image).
+			To(Equal(imageRepository() + ":rollout@" + releasedDigest()))
 
 		By("deleting one webhook Pod")
 		Eventually(ctx, func(g Gomega) { g.Expect(webhookPods(ctx, g)).To(HaveLen(2)) }).Should(Succeed())
@@ -436,8 +437,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 	})
 
 	It("in policy mode, with no webhook Pod, runs the declared worker commands and leaves the other tasks alone", func(ctx SpecContext) {
-		run(ctx, 4*time.Minute, helmBinary, "upgrade", release, chartDir, "--namespace", webhookNamespace,
-			"--reuse-values", "--set", "mode=policy", "--wait", "--timeout", "3m")
+		helmUpgrade(ctx, "mode=policy")
 		Eventually(ctx, func(g Gomega) {
 			var deployments appsv1.DeploymentList
 			g.Expect(k8sClient.List(ctx, &deployments, client.InNamespace(webhookNamespace))).To(Succeed())
@@ -447,18 +447,58 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			g.Expect(pods.Items).To(BeEmpty())
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 
-		ns := namespace(ctx)
-		// The API server takes a moment to load a new MutatingAdmissionPolicy:
-		// until then, Flyte's job would be stored unchanged.
-		Eventually(ctx, func(g Gomega) {
-			job := suspendedFlyteJob(ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()))
-			g.Expect(k8sClient.Create(ctx, job)).To(Succeed())
-			command, _, _ := unstructured.NestedStringSlice(workerContainer(job), "command")
-			g.Expect(command).To(Equal(fixtures.SSHD))
-		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+		awaitPolicyLoaded(ctx)
 		runWithAddOn(ctx, mpiNothing, horovodNothing, mpiDeclared, horovodDeclared)
 	})
+
+	It("installs the policy from the release's one file, as the README says, and runs the declared worker commands", func(ctx SpecContext) {
+		helm(ctx, "uninstall", release, "--namespace", webhookNamespace, "--wait", "--timeout", "3m")
+		const file = "install-policy-only.yaml"
+		script := strings.Replace(forRelease(readme.oneFile), " install.yaml ", " "+file+" ", 1)
+		Expect(script).To(ContainSubstring(file), "the README's one file is install.yaml")
+		dir := releaseFiles(file)
+		sh(ctx, dir, script)
+		awaitPolicyLoaded(ctx)
+		runWithAddOn(ctx, mpiDeclared, horovodDeclared)
+		sh(ctx, dir, "kubectl delete -f "+file)
+		awaitNamespaceGone(ctx, webhookNamespace)
+	})
+
+	It("installs the policy with the README's kustomize overlay, in namespace "+overlayNamespace+", and runs the declared worker commands",
+		func(ctx SpecContext) {
+			overlay := writeOverlay(readme.overlay)
+			sh(ctx, filepath.Dir(overlay), "kubectl apply -k "+filepath.Base(overlay))
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: overlayNamespace}, &corev1.Namespace{})).To(Succeed())
+			awaitPolicyLoaded(ctx)
+			runWithAddOn(ctx, mpiDeclared, horovodDeclared)
+		})
+
+	It("under training-operator v1.9.4, runs the tasks with the overlay's policy as under v1.8.1", func(ctx SpecContext) {
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: overlayNamespace}, &corev1.Namespace{})).To(Succeed(),
+			"the overlay is not installed")
+		switchOperator(ctx)
+		jobs := runWithAddOn(ctx, mpiNothing, mpiDeclared, horovodDeclared)
+		// v1.9's launcher takes its kubectl from v1.9's default image: the jobs ran under v1.9.4.
+		launcher := &corev1.Pod{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: jobs[0].GetNamespace(), Name: jobs[0].GetName() + "-launcher"},
+			launcher)).To(Succeed())
+		Expect(launcher.Spec.InitContainers).NotTo(BeEmpty())
+		Expect(launcher.Spec.InitContainers[0].Image).To(Equal("ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"))
+		overlay := writeOverlay(readme.overlay) // the same as the overlay's spec wrote
+		sh(ctx, filepath.Dir(overlay), "kubectl delete -k "+filepath.Base(overlay))
+		awaitNamespaceGone(ctx, overlayNamespace)
+	})
 })
+
+// chartFile is the release's chart, as make release packaged it.
+func chartFile() string { return "flyte-mpi-webhook-" + chartVersion() + ".tgz" }
+
+// helmUpgrade upgrades the release with the chart from the registry, its values and set.
+func helmUpgrade(ctx context.Context, set string) {
+	GinkgoHelper()
+	helm(ctx, "upgrade", release, chartRef(), "--version", chartVersion(), "--namespace", webhookNamespace,
+		"--reuse-values", "--set", set, "--wait", "--timeout", "3m")
+}
 
 // suspendedFlyteJob returns testdata/flyte's horovodCase job, named name in
 // namespace, suspended so that the training-operator starts no Pods for it.

@@ -1,9 +1,10 @@
 // Package cluster_test runs on the real single-node cluster that
 // test/cluster/cluster.sh starts (make test-cluster): a kubelet runs the
-// Pods, the webhook is installed from its image with its Helm chart, the
-// training-operator v1.8.1 runs the MPIJobs, and Flyte's own backend
-// (hack/flyte-testdata's launch) creates them. The verdict on a job is its
-// MPIJob's Succeeded condition.
+// Pods; the add-on is installed from make release's artifacts, pushed to the
+// cluster's registry, with the README's own commands (install_test.go); the
+// training-operator v1.8.1, then v1.9.4, runs the MPIJobs, and Flyte's own
+// backend (hack/flyte-testdata's launch) creates them. The verdict on a job
+// is its MPIJob's Succeeded condition.
 package cluster_test
 
 import (
@@ -39,10 +40,17 @@ var (
 	flyteBackend string
 	// helmBinary is the Helm CLI that installs the chart.
 	helmBinary string
-	// chartDir is charts/flyte-mpi-webhook.
-	chartDir string
-	// webhookImage is the image of make image, imported into the node's containerd, as REPOSITORY:TAG.
-	webhookImage string
+	// releaseDir holds make release's artifacts of releaseVersion: the image
+	// tarball (and the .ref make image wrote beside it), the chart, the one-file installs.
+	releaseDir, releaseVersion string
+	// sourceDir is the checkout, whose config/ the kustomize overlay builds on, and whose README.md gives the commands.
+	sourceDir string
+	// registry is the cluster's registry, HOST:PORT, whose certificate registryCA signs.
+	registry, registryCA string
+	// readme is the README's install commands.
+	readme installSnippets
+	// reader is the environment the README's commands run in (readerEnv).
+	reader []string
 )
 
 var (
@@ -62,8 +70,11 @@ var _ = BeforeSuite(func() {
 	kubeconfig = env("KUBECONFIG")
 	flyteBackend = env("FLYTE_TESTDATA_BIN")
 	helmBinary = env("HELM")
-	chartDir = env("CHART")
-	webhookImage = env("WEBHOOK_IMAGE")
+	releaseDir, releaseVersion = env("RELEASE_DIR"), env("RELEASE_VERSION")
+	sourceDir = env("SOURCE_DIR")
+	registry, registryCA = env("REGISTRY"), env("REGISTRY_CA")
+	readme = readInstallSnippets(filepath.Join(sourceDir, "README.md"))
+	reader = readerEnv()
 	cfg, err := config.GetConfig()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme.Scheme})
