@@ -120,9 +120,9 @@ func releaseFiles(names ...string) string {
 	return dir
 }
 
-// sh runs script with bash, as the README's reader runs it, in dir, and
-// returns its output; it fails the spec, with the output, when a command fails.
-func sh(ctx context.Context, dir, script string) string {
+// sh runs script with bash, as the README's reader runs it, in dir; it
+// fails the spec, with the output, when a command fails.
+func sh(ctx context.Context, dir, script string) {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -132,7 +132,6 @@ func sh(ctx context.Context, dir, script string) string {
 	out, err := cmd.CombinedOutput()
 	fmt.Fprintf(GinkgoWriter, "%s\n", out)
 	Expect(err).NotTo(HaveOccurred(), "%s\n%s", script, out)
-	return string(out)
 }
 
 // helm runs the Helm CLI with args, as the README's reader does.
