@@ -295,6 +295,47 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binar
 	if err != nil {
 		t.Fatal(err)
 	}
+	args = slices.DeleteFunc(args, func(arg string) bool {
+		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		return slices.Contains([]string{"cert-dir", "port", "health-probe-bind-address", "metrics-bind-address"}, name)
+	})
+	memoryLimit := "MEMORY_LIMIT=" + strconv.FormatInt(container.Resources.Limits.Memory().Value(), 10)
+	for attempt := 1; ; attempt++ {
+		port, ran, stop, logs, err := startWebhook(ctx, t, binary, append(args, "--cert-dir="+certDir), memoryLimit)
+		if err == nil {
+			// The webhook serves the certificate the API server is to trust.
+			conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) // only that TLS is served
+			if err != nil {
+				t.Fatalf("the webhook serves no TLS: %v\n%s", err, logs.String())
+			}
+			_ = conn.Close()
+			c.proxy.route("127.0.0.1:" + strconv.Itoa(port))
+			var unroute sync.Once
+			stopRouted := func() {
+				unroute.Do(func() { c.proxy.route("") })
+				stop()
+			}
+			t.Cleanup(stopRouted)
+			return stopRouted
+		}
+		stop()
+		// freePort's port is free when it returns, but another socket (an
+		// outgoing connection's, given an ephemeral port) may take it before
+		// the webhook binds it: then the webhook gets other ports.
+		if attempt < 3 && strings.Contains(logs.String(), "bind: address already in use") {
+			t.Logf("attempt %d: a port was taken before the webhook listened on it; trying others", attempt)
+			continue
+		}
+		t.Fatalf("the webhook, run as %v, never got ready: %v\n%s", ran, err, logs.String())
+	}
+}
+
+// startWebhook starts binary with args, a webhook port and a probe port of
+// its own and env, and waits until it is ready. It returns the webhook
+// port, the args it ran with, a stop that kills it (also run when t ends),
+// its output, and why it did not get ready, if it did not.
+func startWebhook(ctx context.Context, t *testing.T, binary string, args []string, env ...string) (int, []string, func(), *lockedBuffer, error) {
+	t.Helper()
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
@@ -303,15 +344,11 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binar
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = slices.DeleteFunc(args, func(arg string) bool {
-		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-		return slices.Contains([]string{"cert-dir", "port", "health-probe-bind-address", "metrics-bind-address"}, name)
-	})
-	args = append(args, "--cert-dir="+certDir, "--port="+strconv.Itoa(port), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(healthPort),
+	args = append(slices.Clip(args), "--port="+strconv.Itoa(port), "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(healthPort),
 		"--metrics-bind-address=0")
 
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "MEMORY_LIMIT="+strconv.FormatInt(container.Resources.Limits.Memory().Value(), 10))
+	cmd.Env = append(os.Environ(), env...)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -320,9 +357,8 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binar
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	var once sync.Once
-	stop = func() {
+	stop := func() {
 		once.Do(func() {
-			c.proxy.route("")
 			_ = cmd.Process.Kill()
 			<-exited
 		})
@@ -342,17 +378,7 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binar
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
-	if err != nil {
-		t.Fatalf("the webhook, run as %v, never got ready: %v\n%s", args, err, logs.String())
-	}
-	// The webhook serves the certificate the API server is to trust.
-	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) // only that TLS is served
-	if err != nil {
-		t.Fatalf("the webhook serves no TLS: %v\n%s", err, logs.String())
-	}
-	_ = conn.Close()
-	c.proxy.route("127.0.0.1:" + strconv.Itoa(port))
-	return stop
+	return port, args, stop, logs, err
 }
 
 // freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
