@@ -45,8 +45,8 @@ type installSnippets struct {
 	overlay string
 }
 
-// readInstallSnippets reads the first code block of language lang under each
-// install heading of the README at path.
+// readInstallSnippets reads, from the README at path, the first code block
+// under each install heading.
 func readInstallSnippets(path string) installSnippets {
 	GinkgoHelper()
 	readme, err := os.ReadFile(path)
@@ -124,25 +124,28 @@ func releaseFiles(names ...string) string {
 // fails the spec, with the output, when a command fails.
 func sh(ctx context.Context, dir, script string) {
 	GinkgoHelper()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
 	fmt.Fprintf(GinkgoWriter, "$ cd %s\n%s\n", dir, script)
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir, cmd.Env = dir, reader
-	out, err := cmd.CombinedOutput()
-	fmt.Fprintf(GinkgoWriter, "%s\n", out)
-	Expect(err).NotTo(HaveOccurred(), "%s\n%s", script, out)
+	asReader(ctx, dir, "bash", "-euo", "pipefail", "-c", script)
 }
 
 // helm runs the Helm CLI with args, as the README's reader does.
 func helm(ctx context.Context, args ...string) {
 	GinkgoHelper()
-	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	asReader(ctx, "", helmBinary, args...)
+}
+
+// asReader runs name with args in dir (the suite's own when empty), in the
+// README reader's environment, within 5 minutes, and writes its output to
+// the spec's; it fails the spec, with the output, when the command fails.
+func asReader(ctx context.Context, dir, name string, args ...string) {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, helmBinary, args...)
-	cmd.Env = reader
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, reader
 	out, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "helm %v:\n%s", args, out)
+	fmt.Fprintf(GinkgoWriter, "%s\n", out)
+	Expect(err).NotTo(HaveOccurred(), "%s %v:\n%s", filepath.Base(name), args, out)
 }
 
 // imageTar is the release's image tarball, as make image wrote it.
