@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -161,4 +162,110 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestCloseServesHandshakesUnderWay closes the listeners while a
+// connection's handshake is under way, as the drain's end does, and checks
+// that new connections are refused, that the request on that connection is
+// still answered, and that Serve returns only then.
+func TestCloseServesHandshakesUnderWay(t *testing.T) {
+	ca, err := fixtures.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.IssueECDSA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := listenFair("127.0.0.1:0", 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := startHandshakes(&handshakeListener{inner: tcp, config: &tls.Config{Certificates: []tls.Certificate{cert}},
+		gate: &fairGate{max: 4, maxWaiting: 4}, timeout: 30 * time.Second})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "answered")
+	})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	raw, err := net.Dial("tcp", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	waitForHandshakes(t, l, 1)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := net.Dial("tcp", tcp.Addr().String()); !errors.Is(err, syscall.ECONNREFUSED) {
+		if conn != nil {
+			conn.Close()
+		}
+		t.Errorf("a connection after Close: %v, want connection refused", err)
+	}
+
+	conn := tls.Client(raw, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	req, err := http.NewRequest(http.MethodPost, "https://localhost/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Write(conn); err != nil {
+		t.Fatalf("writing the request on the connection whose handshake was under way: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatalf("the request on the connection whose handshake was under way at Close: %v, want an answer", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(body) != "answered" {
+		t.Errorf("answer %s %q, want 200 answered", resp.Status, body)
+	}
+	if err := <-served; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Serve returned %v, want net.ErrClosed once no handshake is under way", err)
+	}
+}
+
+// TestFairListenerClose checks what Close does to the connections the
+// listener holds: one with a place is still returned by Accept, one waiting
+// is closed, and one arriving after Close is closed, holding no place.
+func TestFairListenerClose(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newFairListener(inner, 1, 1)
+	conn := func() (*fairConn, *closeRecorder) {
+		r := &closeRecorder{}
+		return &fairConn{Conn: r, listener: l, address: "10.0.0.1"}, r
+	}
+	placed, placedRecorder := conn()
+	waiting, waitingRecorder := conn()
+	l.arrive(placed)
+	l.arrive(waiting)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	late, lateRecorder := conn()
+	l.arrive(late)
+
+	if got, err := l.Accept(); got != placed || err != nil {
+		t.Errorf("Accept after Close = %v, %v; want the connection that held a place", got, err)
+	}
+	if got, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept once none holds a place = %v, %v; want net.ErrClosed", got, err)
+	}
+	if placedRecorder.closed || !waitingRecorder.closed || !lateRecorder.closed {
+		t.Errorf("closed: placed %t, waiting %t, arrived after Close %t; want false, true, true",
+			placedRecorder.closed, waitingRecorder.closed, lateRecorder.closed)
+	}
+	if l.open.total != 1 {
+		t.Errorf("%d connections hold a place, want 1: the one Accept returned", l.open.total)
+	}
 }

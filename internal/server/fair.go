@@ -142,14 +142,14 @@ func newFairListener(inner net.Listener, maxConns, maxWaiting int) *fairListener
 func (l *fairListener) acceptInner() {
 	for {
 		conn, err := l.Listener.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return // Close did it: Accept returns what holds a place, then net.ErrClosed
+		}
 		if err != nil {
 			// Accept's caller backs off a temporary error (too many open files) before it asks again.
 			select {
 			case l.failed <- err:
 			case <-l.closed:
-				return
-			}
-			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
@@ -158,7 +158,8 @@ func (l *fairListener) acceptInner() {
 	}
 }
 
-// Accept returns the next connection that has a place.
+// Accept returns the next connection that has a place; once closed, those
+// that got one before Close, then net.ErrClosed.
 func (l *fairListener) Accept() (net.Conn, error) {
 	for {
 		l.mu.Lock()
@@ -174,16 +175,28 @@ func (l *fairListener) Accept() (net.Conn, error) {
 		case err := <-l.failed:
 			return nil, err
 		case <-l.closed:
-			return nil, net.ErrClosed
+			l.mu.Lock()
+			none := len(l.admitted) == 0
+			l.mu.Unlock()
+			if none {
+				return nil, net.ErrClosed
+			}
 		}
 	}
 }
 
 // arrive gives c a place, taking one from another address if need be, or
-// puts it in the queue.
+// puts it in the queue. After Close it closes c, as the kernel resets the
+// connections still in the listen backlog.
 func (l *fairListener) arrive(c *fairConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+		c.reset()
+		return
+	default:
+	}
 	if l.open.total >= l.max {
 		address, victim, ok := l.open.fairVictim(c.address)
 		if !ok {
@@ -231,19 +244,19 @@ func (l *fairListener) release(c *fairConn) {
 	l.admit(next)
 }
 
-// Close stops accepting and closes the connections that Accept has not
-// returned; those it has are their server's to close.
+// Close stops accepting TCP connections. Those that hold a place are still
+// returned by Accept, for their server to serve: their client has sent its
+// request, or is sending it. Those waiting for a place are reset, as a full
+// queue resets its oldest: no place will free for them before the shutdown.
 func (l *fairListener) Close() error {
-	l.close.Do(func() { close(l.closed) })
-	err := l.Listener.Close()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range slices.Concat(l.waiting, l.admitted) {
-		l.open.remove(c.address, c)
-		_ = c.Conn.Close()
+	l.close.Do(func() { close(l.closed) })
+	for _, c := range l.waiting {
+		c.reset()
 	}
-	l.waiting, l.admitted = nil, nil
-	return err
+	l.waiting = nil
+	l.mu.Unlock()
+	return l.Listener.Close()
 }
 
 // fairConn is a connection fairListener counts until it is closed.

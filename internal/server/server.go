@@ -279,7 +279,9 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	// request it reads after it began. So: every answer closes its
 	// connection from now on, the listener closes, and the connections it
 	// accepted send their request (or are closed at ReadHeaderTimeout) before
-	// Shutdown waits for the answers in flight.
+	// Shutdown waits for the answers in flight. Closing stops the TCP
+	// listener only: Serve returns once the handshakes under way, whose
+	// client may have sent its request already (TLS 1.3), have reached it.
 	srv.SetKeepAlivesEnabled(false)
 	if err := listener.Close(); err != nil {
 		return fmt.Errorf("closing the webhook's listener: %w", err)

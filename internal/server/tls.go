@@ -60,10 +60,12 @@ type handshakeListener struct {
 	gate    *fairGate
 	timeout time.Duration
 
+	// done carries the connections whose handshake is done; it is closed
+	// once inner is closed and no handshake is in flight.
 	done   chan net.Conn
 	failed chan error
-	closed chan struct{}
-	close  sync.Once
+	// inFlight counts the handshakes under way.
+	inFlight sync.WaitGroup
 }
 
 // newHandshakeListener accepts from inner, which bounds the connections, and
@@ -75,7 +77,7 @@ func newHandshakeListener(inner net.Listener, config *tls.Config) *handshakeList
 
 // startHandshakes starts l accepting.
 func startHandshakes(l *handshakeListener) *handshakeListener {
-	l.done, l.failed, l.closed = make(chan net.Conn), make(chan error), make(chan struct{})
+	l.done, l.failed = make(chan net.Conn), make(chan error)
 	go l.accept()
 	return l
 }
@@ -83,23 +85,25 @@ func startHandshakes(l *handshakeListener) *handshakeListener {
 func (l *handshakeListener) accept() {
 	for {
 		conn, err := l.inner.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			// Closed: the handshakes under way still reach Accept.
+			l.inFlight.Wait()
+			close(l.done)
+			return
+		}
 		if err != nil {
-			select {
-			case l.failed <- err: // http.Server retries a temporary error, such as too many open files
-			case <-l.closed:
-				return
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
+			l.failed <- err // http.Server retries a temporary error, such as too many open files
 			continue
 		}
+		l.inFlight.Add(1)
 		go l.handshake(conn)
 	}
 }
 
-// handshake makes conn's handshake once the gate lets it.
+// handshake makes conn's handshake once the gate lets it, and hands it to
+// Accept before its deadline.
 func (l *handshakeListener) handshake(conn net.Conn) {
+	defer l.inFlight.Done()
 	deadline := time.Now().Add(l.timeout)
 	_ = conn.SetDeadline(deadline)
 	ticket, err := l.gate.enter(clientAddress(conn.RemoteAddr().String()), func() { _ = conn.Close() }, deadline)
@@ -117,28 +121,32 @@ func (l *handshakeListener) handshake(conn net.Conn) {
 		return
 	}
 	_ = conn.SetDeadline(time.Time{}) // http.Server sets its own
+	abandoned := time.NewTimer(time.Until(deadline))
+	defer abandoned.Stop()
 	select {
 	case l.done <- tlsConn:
-	case <-l.closed:
+	case <-abandoned.C: // nothing calls Accept any more: its server has stopped
 		_ = conn.Close()
 	}
 }
 
-// Accept returns the next connection whose handshake is done.
+// Accept returns the next connection whose handshake is done; once closed,
+// those whose handshake was under way, then net.ErrClosed.
 func (l *handshakeListener) Accept() (net.Conn, error) {
 	select {
-	case conn := <-l.done:
+	case conn, ok := <-l.done:
+		if !ok {
+			return nil, net.ErrClosed
+		}
 		return conn, nil
 	case err := <-l.failed:
 		return nil, err
-	case <-l.closed:
-		return nil, net.ErrClosed
 	}
 }
 
-// Close stops accepting; the handshakes in progress end with their connections.
+// Close stops accepting TCP connections; the handshakes under way go on,
+// and their connections reach Accept.
 func (l *handshakeListener) Close() error {
-	l.close.Do(func() { close(l.closed) })
 	return l.inner.Close()
 }
 
