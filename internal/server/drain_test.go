@@ -186,7 +186,7 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := startHandshakes(&handshakeListener{inner: tcp, config: &tls.Config{Certificates: []tls.Certificate{cert}},
-		gate: &fairGate{max: 4, maxWaiting: 4}, timeout: 30 * time.Second})
+		gate: &gate{max: 4, maxWaiting: 4}, slow: 30 * time.Second, timeout: 30 * time.Second})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "answered")
 	})}

@@ -58,13 +58,13 @@ const (
 	// MaxInFlight caps the requests whose body has arrived, being decided
 	// or waiting to be; one more is answered 503 at once, with Retry-After,
 	// which the API server's client honours by retrying, unless another
-	// address holds more of them (fairGate). A body still arriving is not
+	// address holds more of them (gate). A body still arriving is not
 	// counted here, so slow clients cannot take the API server's turn; what
 	// they hold is bounded by MaxBufferedBytes.
 	MaxInFlight = 64
 
 	// MaxDeciding caps the requests being decided at once: the CPU. The
-	// others wait their address's turn (fairGate), so the API server's
+	// others wait their address's turn (gate), so the API server's
 	// reviews wait behind a share of a flood's, not behind all of it. The
 	// answer is written once the request has left its place, so a client
 	// slow to read it holds none. Twice the cores the Deployment's pod gets
@@ -117,7 +117,7 @@ var (
 // limiter holds what MaxInFlight, MaxDeciding and MaxBufferedBytes bound.
 type limiter struct {
 	// deciding holds the requests being decided, and those waiting their turn.
-	deciding                      *fairGate
+	deciding                      *gate
 	decideWait                    time.Duration
 	maxBytes, reserve, smallBytes int64
 	// wait is how long a large body waits for the budget to hold it: its request's ReadTimeout.
@@ -132,7 +132,7 @@ type limiter struct {
 }
 
 func newLimiter() *limiter {
-	return &limiter{deciding: &fairGate{max: MaxDeciding, maxWaiting: MaxInFlight - MaxDeciding}, decideWait: DecideWait,
+	return &limiter{deciding: &gate{max: MaxDeciding, maxWaiting: MaxInFlight - MaxDeciding}, decideWait: DecideWait,
 		maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes, wait: ReadTimeout,
 		freed: make(chan struct{})}
 }
@@ -270,7 +270,7 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 			refuse(w, refusal(err), err)
 			return
 		}
-		ticket, err := l.deciding.enter(clientAddress(r.RemoteAddr), nil, time.Now().Add(l.decideWait))
+		ticket, err := l.deciding.enter(clientAddress(r.RemoteAddr), time.Now().Add(l.decideWait))
 		if err != nil {
 			refuse(w, http.StatusServiceUnavailable, fmt.Errorf("%w: %w", errBusy, err))
 			return

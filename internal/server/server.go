@@ -9,7 +9,7 @@
 // bodies and requests in flight (limits.go), the probe and metrics ports
 // (probes.go), log lines and net/http's error log (logging.go). On the
 // webhook port it shares connections, handshakes and requests among client
-// addresses (fair.go), so that a flood from one leaves the API server its
+// addresses (fair.go, gate.go), so that a flood from one leaves the API server its
 // share. On shutdown it turns unready, drains and finishes the requests in
 // flight. Its TLS configuration is built from controller-runtime's
 // webhook.Options as the library's own server builds it (tlsconfig.go), so

@@ -16,17 +16,16 @@ import (
 // The bounds on TLS handshakes.
 const (
 	// MaxHandshakes bounds the TLS handshakes in progress, shared among
-	// client addresses (fairGate). Each costs milliseconds of CPU and a
+	// client addresses (gate). Each costs milliseconds of CPU and a
 	// ClientHello's buffers; beyond the bound a new connection waits,
 	// unread, so that the requests on connections already open, which is
 	// how the API server sends them, go first.
 	MaxHandshakes = 16
 
-	// SlowHandshake is how long a handshake may take before it may be
-	// preempted for a waiting connection, when no address holds more than its share:
+	// SlowHandshake is how long a handshake may take once it has a place:
 	// the API server's takes a round trip or two on the cluster's network,
-	// so a connection that sends nothing holds a place no longer than this
-	// while others wait.
+	// so a connection that sends nothing holds a place no longer than this,
+	// and the places free for the waiting at least MaxHandshakes times in it.
 	SlowHandshake = time.Second
 
 	// HandshakeTimeout bounds the time from a connection's accept to the
@@ -40,11 +39,12 @@ const (
 	MaxClientHelloBytes = 16 << 10
 )
 
-// tlsHandshakeErrors counts the handshakes that failed, were preempted or
-// found no place in time: a client that went away, a port scan, or a flood.
+// tlsHandshakeErrors counts the handshakes that failed, took longer than
+// SlowHandshake or found no place in time: a client that went away, a port
+// scan, or a flood.
 var tlsHandshakeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
-	Help: "TLS handshakes on the webhook port that failed, were preempted, or found no place in time.",
+	Help: "TLS handshakes on the webhook port that failed, took longer than 1 s once they had a place, or found no place in time.",
 })
 
 func init() {
@@ -56,8 +56,9 @@ func init() {
 type handshakeListener struct {
 	inner  net.Listener
 	config *tls.Config
-	// gate holds the handshakes in progress: MaxHandshakes and SlowHandshake, or the tests' own.
-	gate    *fairGate
+	// gate holds the handshakes in progress, each for at most slow: MaxHandshakes and SlowHandshake, or the tests' own.
+	gate    *gate
+	slow    time.Duration
 	timeout time.Duration
 
 	// done carries the connections whose handshake is done; it is closed
@@ -71,8 +72,8 @@ type handshakeListener struct {
 // newHandshakeListener accepts from inner, which bounds the connections, and
 // returns the connections that complete a handshake with config.
 func newHandshakeListener(inner net.Listener, config *tls.Config) *handshakeListener {
-	return startHandshakes(&handshakeListener{inner: inner, config: config, timeout: HandshakeTimeout,
-		gate: &fairGate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns, slow: SlowHandshake}})
+	return startHandshakes(&handshakeListener{inner: inner, config: config, timeout: HandshakeTimeout, slow: SlowHandshake,
+		gate: &gate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns}})
 }
 
 // startHandshakes starts l accepting.
@@ -105,18 +106,21 @@ func (l *handshakeListener) accept() {
 func (l *handshakeListener) handshake(conn net.Conn) {
 	defer l.inFlight.Done()
 	deadline := time.Now().Add(l.timeout)
-	_ = conn.SetDeadline(deadline)
-	ticket, err := l.gate.enter(clientAddress(conn.RemoteAddr().String()), func() { _ = conn.Close() }, deadline)
+	ticket, err := l.gate.enter(clientAddress(conn.RemoteAddr().String()), deadline)
 	if err != nil {
 		tlsHandshakeErrors.Inc()
 		_ = conn.Close()
 		return
 	}
+	if slow := time.Now().Add(l.slow); slow.Before(deadline) {
+		deadline = slow
+	}
+	_ = conn.SetDeadline(deadline)
 	tlsConn := tls.Server(&helloBoundedConn{Conn: conn}, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
 	l.gate.leave(ticket)
 	if err != nil {
-		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one preempted for a newer one
+		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one that sent nothing within slow
 		_ = conn.Close()
 		return
 	}

@@ -87,7 +87,7 @@ type flood struct {
 	wg     sync.WaitGroup
 	// refused and closed count the flood's handshakes: refused by the
 	// server's alert for want of a certificate, or closed before (a
-	// connection reset for another address's, a handshake preempted, or one
+	// connection reset for another address's, a handshake past its second, or one
 	// that found no place in time).
 	refused, closed atomic.Int64
 }

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// errGateFull turns a waiter away when the gate's queue is full and its
+// address waits the most.
+var errGateFull = errors.New("too many waiting from this client address")
+
+// errGateTimeout turns a waiter away that found no place before its deadline.
+var errGateTimeout = errors.New("no place came free in time")
+
+// gate lets at most max holders run at once, TLS handshakes or reviews
+// being decided, and up to maxWaiting more wait, by one rule: the address
+// that holds the most gives way. A place that frees goes to the waiter
+// whose address runs the fewest, the oldest among equals, so a flooding
+// address delays another's work by a share, not by its whole queue; a full
+// queue turns away the oldest waiter of the address waiting the most. An
+// address alone may take every place. Nothing is preempted: what a holder
+// may take is bounded by its own deadline.
+type gate struct {
+	max, maxWaiting int
+
+	mu      sync.Mutex
+	running shares[*ticket]
+	waiting shares[*ticket]
+	// queued numbers the tickets in the order they queued.
+	queued uint64
+}
+
+// ticket is one holder's place in a gate, waiting or running.
+type ticket struct {
+	address string
+	number  uint64
+	// let carries nil once the ticket runs, or why it was turned away; only
+	// a ticket that waits has one.
+	let chan error
+}
+
+// enter waits until a place is free for address, and returns the ticket to
+// leave it with, or why it got none: the queue was full, or deadline passed.
+func (g *gate) enter(address string, deadline time.Time) (*ticket, error) {
+	t := g.queue(address)
+	if err := g.wait(t, deadline); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// queue gives address a place if one is free and nobody waits, or queues it.
+func (g *gate) queue(address string) *ticket {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.queued++
+	t := &ticket{address: address, number: g.queued}
+	if g.running.total < g.max && g.waiting.total == 0 {
+		g.running.add(address, t)
+		return t
+	}
+	t.let = make(chan error, 1)
+	g.waiting.add(address, t)
+	if g.waiting.total > g.maxWaiting {
+		heaviest := g.waiting.heaviest()
+		oldest := g.waiting.oldestOf(heaviest)
+		g.waiting.remove(heaviest, oldest)
+		oldest.let <- errGateFull
+	}
+	return t
+}
+
+// wait returns once t runs, or why it never will: it was turned away, or
+// deadline passed.
+func (g *gate) wait(t *ticket, deadline time.Time) error {
+	if t.let == nil {
+		return nil
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-t.let:
+		return err
+	case <-timer.C:
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.waiting.remove(t.address, t) {
+		return errGateTimeout
+	}
+	return <-t.let // let in, or turned away, as the deadline passed
+}
+
+// leave gives t's place to the waiter whose address runs the fewest.
+func (g *gate) leave(t *ticket) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running.remove(t.address, t)
+	for g.running.total < g.max && g.waiting.total > 0 {
+		var next *ticket
+		for address, waiting := range g.waiting.byAddress {
+			if next == nil || g.running.count(address) < g.running.count(next.address) ||
+				g.running.count(address) == g.running.count(next.address) && waiting[0].number < next.number {
+				next = waiting[0]
+			}
+		}
+		g.waiting.remove(next.address, next)
+		g.running.add(next.address, next)
+		next.let <- nil
+	}
+}
