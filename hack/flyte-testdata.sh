@@ -12,6 +12,11 @@
 #   hack/flyte-testdata.sh binary         print FLYTE_TESTDATA_BIN=<path of the
 #                                         v1.16.8 generator>, for test/e2e/flyte,
 #                                         which runs its launch subcommand
+#   hack/flyte-testdata.sh propeller      print PROPELLER_BIN=<path of Flyte's
+#                                         controller, flytepropeller v1.16.8 with
+#                                         the mpi plugin (test/cluster/propeller,
+#                                         which compiles the generator too)>, for
+#                                         make test-cluster
 #
 # Each generator is built once per content of its module (go.mod, go.sum,
 # *.go), of the shared hack/flyte-testdata/generator, and Go version, and
@@ -31,15 +36,15 @@ log() { echo "flyte-testdata: $*" >&2; }
 source "$here/build-cached.sh"
 
 usage() {
-	log "usage: $0 generate|check DIR, or $0 binary"
+	log "usage: $0 generate|check DIR, or $0 binary|propeller"
 	exit 2
 }
 
-# generator MODULE RELEASE prints the path of the generator binary of the
-# tools module MODULE, building it when the cache has none for this content
-# of the module and of the shared generator.
+# generator MODULE RELEASE [NAME] prints the path of the generator binary
+# (NAME, default flyte-testdata) of the tools module MODULE, building it when
+# the cache has none for this content of the module and of the shared generator.
 generator() {
-	local module=$1 release=$2 key
+	local module=$1 release=$2 name=${3:-flyte-testdata} key
 	key=$( (
 		go env GOVERSION
 		cd "$module"
@@ -47,11 +52,15 @@ generator() {
 		cd "$tools/generator"
 		find . -name '*.go' -o -name go.mod -o -name go.sum | LC_ALL=C sort | xargs sha256sum
 	) | sha256sum | cut -c1-16)
-	build_cached "$module" . "$cache/$release/$key/flyte-testdata"
+	build_cached "$module" . "$cache/$release/$key/$name"
 }
 
 if [[ $# -eq 1 && $1 == binary ]]; then
 	echo "FLYTE_TESTDATA_BIN=$(generator "$tools" v1.16.8)"
+	exit 0
+fi
+if [[ $# -eq 1 && $1 == propeller ]]; then
+	echo "PROPELLER_BIN=$(generator "$here/../test/cluster/propeller" propeller-v1.16.8 flytepropeller)"
 	exit 0
 fi
 [[ $# -eq 2 ]] || usage

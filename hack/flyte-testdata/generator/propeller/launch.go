@@ -63,6 +63,61 @@ func (kv keyValues) Set(s string) error {
 	return nil
 }
 
+// taskFlags are the flags that shape a case's task as flytekit would
+// serialize it, and its execution: launch's and workflow's.
+type taskFlags struct {
+	ns, name, cpu, workerCommand string
+	taskAnnotations, labels, env keyValues
+}
+
+// register defines the flags on fs.
+func (f *taskFlags) register(fs *flag.FlagSet) {
+	f.taskAnnotations, f.labels, f.env = keyValues{}, keyValues{}, keyValues{}
+	fs.StringVar(&f.ns, "namespace", "", "namespace to run the task in (default: flyteadmin's "+generator.Namespace+")")
+	fs.StringVar(&f.name, "case", "", "the case of cases.go whose task to run")
+	fs.Var(f.taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
+	fs.Var(f.labels, "execution-label", "KEY=VALUE to add to the execution's labels; repeatable")
+	fs.StringVar(&f.cpu, "cpu", "", "CPU the task's containers ask for, as @task(requests=Resources(cpu=...), limits=Resources(cpu=...)) sets it; empty: Flyte's default")
+	fs.Var(f.env, "env", "KEY=VALUE to add to the task's @task(environment=...); repeatable")
+	fs.StringVar(&f.workerCommand, "worker-command", "", `the worker command the task declares, Worker(command=[...]), as a JSON list such as '["sh", "-c", "..."]'; empty: the case's`)
+}
+
+// task returns the case's task with the flags applied, and its execution.
+func (f *taskFlags) task() (*core.TaskTemplate, generator.Execution, error) {
+	if f.name == "" {
+		return nil, generator.Execution{}, fmt.Errorf("-case is not set")
+	}
+	c, err := generator.CaseNamed(f.name)
+	if err != nil {
+		return nil, generator.Execution{}, err
+	}
+	generator.AddTaskAnnotations(c.Task, f.taskAnnotations)
+	if f.workerCommand != "" {
+		var command []string
+		if err := json.Unmarshal([]byte(f.workerCommand), &command); err != nil || len(command) == 0 {
+			return nil, generator.Execution{}, fmt.Errorf("-worker-command %s is not a JSON list of words: %v", f.workerCommand, err)
+		}
+		if err := generator.SetWorkerCommand(c.Task, command); err != nil {
+			return nil, generator.Execution{}, fmt.Errorf("-worker-command: %w", err)
+		}
+	}
+	tmpl, _, err := task.Decode(c)
+	if err != nil {
+		return nil, generator.Execution{}, err
+	}
+	if f.cpu != "" {
+		if err := setTaskCPU(tmpl, f.cpu); err != nil {
+			return nil, generator.Execution{}, err
+		}
+	}
+	if err := addTaskEnvironment(tmpl, f.env); err != nil {
+		return nil, generator.Execution{}, err
+	}
+	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), f.labels)
+	c.Execution.Namespace = f.ns
+	return tmpl, c.Execution, nil
+}
+
 // Launch is the launch subcommand: it runs Flyte's backend on one case's
 // task with a real client to the API server of -kubeconfig, so that the
 // MPIJob goes through whatever admission that API server runs, and prints
@@ -70,49 +125,18 @@ func (kv keyValues) Set(s string) error {
 func Launch(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the API server to create the MPIJob in")
-	ns := fs.String("namespace", "", "namespace to run the task in (default: flyteadmin's "+generator.Namespace+")")
-	name := fs.String("case", "", "the case of cases.go whose task to run")
-	taskAnnotations, labels := keyValues{}, keyValues{}
-	fs.Var(taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
-	fs.Var(labels, "execution-label", "KEY=VALUE to add to the execution's labels; repeatable")
-	cpu := fs.String("cpu", "", "CPU the task's containers ask for, as @task(requests=Resources(cpu=...), limits=Resources(cpu=...)) sets it; empty: Flyte's default")
-	environment := keyValues{}
-	fs.Var(environment, "env", "KEY=VALUE to add to the task's @task(environment=...); repeatable")
-	workerCommand := fs.String("worker-command", "", `the worker command the task declares, Worker(command=[...]), as a JSON list such as '["sh", "-c", "..."]'; empty: the case's`)
+	var flags taskFlags
+	flags.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *kubeconfig == "" || *name == "" {
-		return fmt.Errorf("launch needs -kubeconfig and -case")
+	if *kubeconfig == "" {
+		return fmt.Errorf("launch needs -kubeconfig")
 	}
-	c, err := generator.CaseNamed(*name)
+	tmpl, execution, err := flags.task()
 	if err != nil {
 		return err
 	}
-	generator.AddTaskAnnotations(c.Task, taskAnnotations)
-	if *workerCommand != "" {
-		var command []string
-		if err := json.Unmarshal([]byte(*workerCommand), &command); err != nil || len(command) == 0 {
-			return fmt.Errorf("-worker-command %s is not a JSON list of words: %v", *workerCommand, err)
-		}
-		if err := generator.SetWorkerCommand(c.Task, command); err != nil {
-			return fmt.Errorf("-worker-command: %w", err)
-		}
-	}
-	tmpl, _, err := task.Decode(c)
-	if err != nil {
-		return err
-	}
-	if *cpu != "" {
-		if err := setTaskCPU(tmpl, *cpu); err != nil {
-			return err
-		}
-	}
-	if err := addTaskEnvironment(tmpl, environment); err != nil {
-		return err
-	}
-	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), labels)
-	c.Execution.Namespace = *ns
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -128,7 +152,7 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	var result launchResult
-	transition, err := launch(ctx, kubeClient, tmpl, c.Execution)
+	transition, err := launch(ctx, kubeClient, tmpl, execution)
 	if err != nil {
 		code, _ := stderrors.GetErrorCode(err)
 		result.HandleError = &handleError{Code: code, Message: err.Error()}
