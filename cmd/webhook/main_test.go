@@ -84,11 +84,11 @@ func TestPreview(t *testing.T) {
 			if err != nil {
 				t.Fatalf("preview: %v\n%s", err, &stderr)
 			}
-			if diff := cmp.Diff(workerContainer{Name: "mpi", Command: fixtures.SSHD}, workerOf(t, stdout.Bytes())); diff != "" {
+			if diff := cmp.Diff(workerContainer{Name: "mpi", Command: fixtures.WorkerCommand}, workerOf(t, stdout.Bytes())); diff != "" {
 				t.Errorf("worker (-want +got):\n%s", diff)
 			}
 			wantDecision := "outcome:   mutated\nsource:    task-custom\ncontainer: mpi (worker container 0)\n" +
-				"command:   " + fixtures.SSHDLine + "\nargs:      (none)\n"
+				"command:   " + fixtures.WorkerCommandLine + "\nargs:      (none)\n"
 			if diff := cmp.Diff(wantDecision, stderr.String()); diff != "" {
 				t.Errorf("decision on stderr (-want +got):\n%s", diff)
 			}
@@ -120,9 +120,9 @@ func TestPreviewFlyteJobs(t *testing.T) {
 		},
 		"no worker command, with --fallback-worker-command": {
 			job:          fixtures.HorovodNoWorkerCommand,
-			flags:        []string{"--fallback-worker-command", fixtures.SSHDLine},
-			wantDecision: "outcome:   mutated\nsource:    fallback\ncontainer: mpi (worker container 0)\ncommand:   " + fixtures.SSHDLine + "\n",
-			wantWorker:   workerContainer{Name: "mpi", Command: fixtures.SSHD},
+			flags:        []string{"--fallback-worker-command", fixtures.WorkerCommandLine},
+			wantDecision: "outcome:   mutated\nsource:    fallback\ncontainer: mpi (worker container 0)\ncommand:   " + fixtures.WorkerCommandLine + "\n",
+			wantWorker:   workerContainer{Name: "mpi", Command: fixtures.WorkerCommand},
 		},
 	}
 	for name, tc := range cases {
@@ -220,7 +220,7 @@ func TestPreviewRefusesOtherObjects(t *testing.T) {
 // as pyflyte serialize writes it, and checks that the webhook reads them.
 func TestAnnotateThenPreview(t *testing.T) {
 	custom := &kubeflowmpi.DistributedMPITrainingTask{
-		WorkerReplicas:   &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 2, Command: fixtures.SSHD},
+		WorkerReplicas:   &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 2, Command: fixtures.WorkerCommand},
 		LauncherReplicas: &kubeflowmpi.DistributedMPITrainingReplicaSpec{Replicas: 1},
 		Slots:            1,
 	}
@@ -266,7 +266,7 @@ func TestAnnotateThenPreview(t *testing.T) {
 	if err := runPreview([]string{"-f", sampleWith(t, "v1", annotations)}, nil, &stdout, &stderr); err != nil {
 		t.Fatalf("preview: %v\n%s", err, &stderr)
 	}
-	if diff := cmp.Diff(workerContainer{Name: "mpi", Command: fixtures.SSHD}, workerOf(t, stdout.Bytes())); diff != "" {
+	if diff := cmp.Diff(workerContainer{Name: "mpi", Command: fixtures.WorkerCommand}, workerOf(t, stdout.Bytes())); diff != "" {
 		t.Errorf("worker (-want +got):\n%s", diff)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -60,22 +61,33 @@ func run(ctx context.Context) (err error) {
 	if err := install(ctx, env, webhook, policy); err != nil {
 		return err
 	}
-	fmt.Printf("Ready in %.1fs. Creating MPIJobs as Flyte 1.16 builds them (testdata/flyte/v1):\n\n", time.Since(start).Seconds())
+	fmt.Printf("Ready in %.1fs. Creating MPIJobs as Flyte 1.16 builds them (testdata/flyte/v1; the first with the\n"+
+		"README's worker command in the worker's args, where Flyte writes a declared one):\n\n", time.Since(start).Seconds())
 
-	jobs := []struct{ task, name string }{
-		{"Horovod, Worker(command=sshd)", fixtures.HorovodWorkerCommand},
-		{"Horovod, @task(annotations=task-custom)", fixtures.HorovodTaskAnnotations},
-		{"v0 task, worker_spec_command", fixtures.LegacyWorkerSpecCommand},
-		{"Horovod, no Worker command", fixtures.HorovodNoWorkerCommand},
-		{"plain MPI (mpirun)", fixtures.MPIPlain},
+	// The first task declares the README's worker command: Flyte writes it
+	// into the worker's args word for word, as it writes the sshd of
+	// flytekitplugins-kfmpi's example, which testdata's task declares.
+	readmeCommand := func(b *framework.JobBuilder) *framework.JobBuilder {
+		return b.WorkerField("args", framework.AnyList(fixtures.WorkerCommand))
+	}
+	asBuilt := func(b *framework.JobBuilder) *framework.JobBuilder { return b }
+	jobs := []struct {
+		task, name string
+		declare    func(*framework.JobBuilder) *framework.JobBuilder
+	}{
+		{"Horovod, Worker(command=README's)", fixtures.HorovodWorkerCommand, readmeCommand},
+		{"Horovod, @task(annotations=task-custom)", fixtures.HorovodTaskAnnotations, asBuilt},
+		{"v0 task, worker_spec_command", fixtures.LegacyWorkerSpecCommand, asBuilt},
+		{"Horovod, no Worker command", fixtures.HorovodNoWorkerCommand, asBuilt},
+		{"plain MPI (mpirun)", fixtures.MPIPlain, asBuilt},
 	}
 	table := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(table, "TASK\tWORKER BEFORE\tWORKER AFTER\tSOURCE\tSOURCE, POLICY ALONE")
 	for _, j := range jobs {
-		before := env.Job("default", j.name).Obj()
+		before := j.declare(env.Job("default", j.name)).Obj()
 		var after [2]*unstructured.Unstructured
 		for i, label := range []string{webhook, policy} {
-			job := env.Job("default", j.name).Label(label, "true").Obj()
+			job := j.declare(env.Job("default", j.name)).Label(label, "true").Obj()
 			if err := env.Client.Create(ctx, job); err != nil { // job becomes the MPIJob as stored
 				return fmt.Errorf("creating %s: %w", j.name, err)
 			}
@@ -154,7 +166,8 @@ func worker(job *unstructured.Unstructured) string {
 	return strings.Join(parts, " ")
 }
 
-// abbreviate shows up to four words, so that a row fits a terminal.
+// abbreviate shows up to four words, so that a row fits a terminal, and
+// quotes a word with blanks.
 func abbreviate(words []any) string {
 	const shown = 4
 	s := make([]string, 0, shown+1)
@@ -163,7 +176,11 @@ func abbreviate(words []any) string {
 			s = append(s, fmt.Sprintf("… +%d", len(words)-shown))
 			break
 		}
-		s = append(s, fmt.Sprint(w))
+		word := fmt.Sprint(w)
+		if strings.ContainsAny(word, " \t") {
+			word = strconv.Quote(word) // one word, as sh would read it
+		}
+		s = append(s, word)
 	}
 	return "[" + strings.Join(s, " ") + "]"
 }

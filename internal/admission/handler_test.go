@@ -21,8 +21,9 @@ import (
 )
 
 var (
-	flytekitCustom = fixtures.FlytekitCustom
-	sshd           = fixtures.SSHD
+	flytekitCustom = fixtures.FlytekitCustom // declares workerCommand
+	workerCommand  = fixtures.WorkerCommand
+	sshd           = fixtures.SSHD // what testdata's tasks declare
 )
 
 // flyteJobName is the Flyte-built job the tests start from: a Horovod task
@@ -116,8 +117,8 @@ func newHandler() *Handler {
 }
 
 // TestAdmitFlyteHorovodJob runs Flyte's own MPIJobs through the handler and
-// checks the patched object field by field: the worker container runs sshd,
-// and nothing else differs.
+// checks the patched object field by field: the worker container runs the
+// command the annotation declares, and nothing else differs.
 func TestAdmitFlyteHorovodJob(t *testing.T) {
 	for _, version := range []string{"v1", "v2beta1"} {
 		t.Run(version, func(t *testing.T) {
@@ -137,7 +138,7 @@ func TestAdmitFlyteHorovodJob(t *testing.T) {
 			}
 			worker := after["spec"].(map[string]any)["mpiReplicaSpecs"].(map[string]any)["Worker"].(map[string]any)
 			container := worker["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
-			if diff := cmp.Diff([]any{"/usr/sbin/sshd", "-De", "-f", "/home/jobuser/.sshd_config"}, container["command"]); diff != "" {
+			if diff := cmp.Diff([]any{"/bin/sh", "-c", "mkdir -p /tmp/scratch && exec sleep infinity"}, container["command"]); diff != "" {
 				t.Errorf("worker command (-want +got):\n%s", diff)
 			}
 			// Put back what the patch may change; everything else must be as it was.
@@ -171,7 +172,7 @@ func TestPatchFitsMPIOperatorTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	worker := job.Spec.MPIReplicaSpecs[kubeflowv2beta1.MPIReplicaTypeWorker].Template.Spec.Containers[0]
-	if diff := cmp.Diff(sshd, worker.Command); diff != "" || worker.Args != nil {
+	if diff := cmp.Diff(workerCommand, worker.Command); diff != "" || worker.Args != nil {
 		t.Errorf("worker command (-want +got):\n%s\nargs: %q", diff, worker.Args)
 	}
 	launcher := job.Spec.MPIReplicaSpecs[kubeflowv2beta1.MPIReplicaTypeLauncher].Template.Spec.Containers[0]

@@ -130,6 +130,7 @@ func TestSplitCommand(t *testing.T) {
 		wantErr string
 	}{
 		{name: "the flytekit sshd line", line: fixtures.SSHDLine, want: fixtures.SSHD},
+		{name: "the README's worker command line", line: fixtures.WorkerCommandLine, want: fixtures.WorkerCommand},
 		{name: "empty", line: "", want: []string{}},
 		{name: "blanks and newlines", line: " \t\n \n", want: []string{}},
 		{name: "blank lines around the command", line: "\n\n sshd -De\n\n", want: []string{"sshd", "-De"}},

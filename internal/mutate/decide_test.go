@@ -18,13 +18,13 @@ import (
 
 // The task customs and commands of the Flyte tasks under test.
 var (
-	sshd                = fixtures.SSHD
+	workerCommand       = fixtures.WorkerCommand
 	flytekitCustom      = fixtures.FlytekitCustom
 	snakeCaseCustom     = fixtures.SnakeCaseCustom
 	newerCustom         = fixtures.NewerCustom
 	legacyCustom        = fixtures.LegacyCustom
 	noCommandCustom     = fixtures.NoWorkerCommandCustom
-	flytekitSpecCommand = fixtures.SSHDLine
+	flytekitSpecCommand = fixtures.WorkerCommandLine
 )
 
 func binaryCustom(t testing.TB, command ...string) string {
@@ -40,12 +40,12 @@ func binaryCustom(t testing.TB, command ...string) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// sshdPatch is the patch that makes the MPI container of a Flyte worker run
-// sshd, the worker carrying args and the job carrying annotations.
-func sshdPatch(source Source) []jsonpatch.Operation {
+// commandPatch is the patch that makes the MPI container of a Flyte worker run
+// workerCommand, the worker carrying args and the job carrying annotations.
+func commandPatch(source Source) []jsonpatch.Operation {
 	c := "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0"
 	return []jsonpatch.Operation{
-		{Operation: "add", Path: c + "/command", Value: sshd},
+		{Operation: "add", Path: c + "/command", Value: workerCommand},
 		{Operation: "remove", Path: c + "/args"},
 		{Operation: "add", Path: "/metadata/annotations/mpi.flyte.org~1worker-command-source", Value: string(source)},
 	}
@@ -63,13 +63,13 @@ func TestDecide(t *testing.T) {
 		Patch         []jsonpatch.Operation
 	}
 	mutated := func(source Source) result {
-		return result{Outcome: OutcomeMutated, Source: source, Container: 0, ContainerName: "mpi", Command: sshd,
-			Patch: sshdPatch(source)}
+		return result{Outcome: OutcomeMutated, Source: source, Container: 0, ContainerName: "mpi", Command: workerCommand,
+			Patch: commandPatch(source)}
 	}
 	// mutatedUnannotated is mutated for a job without annotations, which the patch adds.
 	mutatedUnannotated := func(source Source) result {
 		r := mutated(source)
-		r.Patch = append(sshdPatch(source)[:2], jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations",
+		r.Patch = append(commandPatch(source)[:2], jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations",
 			Value: map[string]string{AnnotationWorkerCommandSource: string(source)}})
 		return r
 	}
@@ -94,11 +94,11 @@ func TestDecide(t *testing.T) {
 			want: mutated(SourceTaskCustom),
 		},
 		"an enum value this flyteidl does not know is ignored": {
-			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"restartPolicy":"RESTART_POLICY_SOMETIMES","command":["/usr/sbin/sshd","-De","-f","/home/jobuser/.sshd_config"]}}`).obj(),
+			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"restartPolicy":"RESTART_POLICY_SOMETIMES","command":["/bin/sh","-c","mkdir -p /tmp/scratch && exec sleep infinity"]}}`).obj(),
 			want: mutated(SourceTaskCustom),
 		},
 		"base64 binary protobuf custom": {
-			job:  flyteJob().annotation(AnnotationTaskCustom, binaryCustom(t, sshd...)).obj(),
+			job:  flyteJob().annotation(AnnotationTaskCustom, binaryCustom(t, workerCommand...)).obj(),
 			want: mutated(SourceTaskCustom),
 		},
 		"custom with a UTF-8 byte order mark": {
@@ -133,7 +133,7 @@ func TestDecide(t *testing.T) {
 			want: unchangedNoCommand,
 		},
 		"worker-spec-command split as a shell would, not on single spaces": {
-			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, "  /usr/sbin/sshd  -De -f\t'/home/jobuser/.sshd_config'  ").obj(),
+			job:  flyteJob().annotation(AnnotationWorkerSpecCommand, "  /bin/sh  -c\t'mkdir -p /tmp/scratch'\" && exec sleep infinity\"  ").obj(),
 			want: mutated(SourceWorkerSpecCommand),
 		},
 		"a command in the custom wins over worker-spec-command": {
@@ -153,12 +153,12 @@ func TestDecide(t *testing.T) {
 		},
 		"fallback when no annotation gives a command": {
 			job:  flyteJob().annotation(AnnotationTaskCustom, noCommandCustom).obj(),
-			opts: func(o *Options) { o.FallbackCommand = sshd },
+			opts: func(o *Options) { o.FallbackCommand = workerCommand },
 			want: mutated(SourceFallback),
 		},
 		"fallback for a Flyte job without annotations": {
 			job:  flyteJob().obj(),
-			opts: func(o *Options) { o.FallbackCommand = sshd },
+			opts: func(o *Options) { o.FallbackCommand = workerCommand },
 			want: mutatedUnannotated(SourceFallback),
 		},
 		"annotations only on the worker pod template": {
@@ -179,9 +179,9 @@ func TestDecide(t *testing.T) {
 		"inject as args, Flyte's PR #341": {
 			job:  flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj(),
 			opts: func(o *Options) { o.InjectAs = InjectArgs },
-			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Args: sshd,
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Args: workerCommand,
 				Patch: []jsonpatch.Operation{
-					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: sshd},
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: workerCommand},
 					{Operation: "add", Path: "/metadata/annotations/mpi.flyte.org~1worker-command-source", Value: "task-custom"},
 				}},
 		},
@@ -189,10 +189,10 @@ func TestDecide(t *testing.T) {
 			job:  flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).obj(),
 			opts: func(o *Options) { o.InjectAs = InjectSplit },
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi",
-				Command: sshd[:1], Args: sshd[1:],
+				Command: workerCommand[:1], Args: workerCommand[1:],
 				Patch: []jsonpatch.Operation{
-					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/command", Value: sshd[:1]},
-					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: sshd[1:]},
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/command", Value: workerCommand[:1]},
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: workerCommand[1:]},
 					{Operation: "add", Path: "/metadata/annotations/mpi.flyte.org~1worker-command-source", Value: "task-custom"},
 				}},
 		},
@@ -209,42 +209,42 @@ func TestDecide(t *testing.T) {
 		},
 		"a container that already runs the command is left alone": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi", Command: list(sshd...)}).obj(),
-			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd},
+				containers(Container{Name: "mpi", Command: list(workerCommand...)}).obj(),
+			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: workerCommand},
 		},
 		"an empty args list counts as no args": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi", Command: list(sshd...), Args: list()}).obj(),
-			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd},
+				containers(Container{Name: "mpi", Command: list(workerCommand...), Args: list()}).obj(),
+			want: result{Outcome: OutcomeUnchanged, Source: SourceTaskCustom, ContainerName: "mpi", Command: workerCommand},
 		},
 		"the right command with stray args: only args go": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
-				containers(Container{Name: "mpi", Command: list(sshd...), Args: list("x")}).obj(),
-			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Command: sshd,
-				Patch: sshdPatch(SourceTaskCustom)[1:]},
+				containers(Container{Name: "mpi", Command: list(workerCommand...), Args: list("x")}).obj(),
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "mpi", Command: workerCommand,
+				Patch: commandPatch(SourceTaskCustom)[1:]},
 		},
 		"the first container, where both operators run MPI, even with the container named mpi after it": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "sidecar", Args: list("proxy")}, Container{Name: "mpi", Args: list(taskArgs...)}).obj(),
-			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "sidecar", Command: sshd,
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "sidecar", Command: workerCommand,
 				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`},
-				Patch:    sshdPatch(SourceTaskCustom)},
+				Patch:    commandPatch(SourceTaskCustom)},
 		},
 		"the first container when none has the name": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "main", Args: list(taskArgs...)}, Container{Name: "sidecar"}).obj(),
-			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "main", Command: sshd,
-				Patch: sshdPatch(SourceTaskCustom)},
+			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "main", Command: workerCommand,
+				Patch: commandPatch(SourceTaskCustom)},
 		},
 		"--container-name names the container expected first": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "horovod", Args: list(taskArgs...)}, Container{Name: "mpi"}).obj(),
 			opts: func(o *Options) { o.ContainerName = "horovod" },
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "horovod",
-				Command: sshd, Patch: sshdPatch(SourceTaskCustom)},
+				Command: workerCommand, Patch: commandPatch(SourceTaskCustom)},
 		},
 		"a sidecar before the MPI container: a warning, even with no command to inject": {
-			job: flyteJob().containers(Container{Name: "sidecar"}, Container{Name: "mpi", Args: list(sshd...)}).obj(),
+			job: flyteJob().containers(Container{Name: "sidecar"}, Container{Name: "mpi", Args: list(workerCommand...)}).obj(),
 			want: result{Outcome: OutcomeUnchanged, Container: -1,
 				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`}},
 		},
@@ -293,22 +293,22 @@ func TestDecide(t *testing.T) {
 
 		// The worker command the task declared, which Flyte writes into the worker's args.
 		"a declared worker command in the worker's args": {
-			job:  flyteJob().workerArgs(sshd...).obj(),
+			job:  flyteJob().workerArgs(workerCommand...).obj(),
 			want: mutatedUnannotated(SourceFlyteWorkerArgs),
 		},
 		"a declared worker command, with --inject-as=args: already right": {
-			job:  flyteJob().workerArgs(sshd...).obj(),
+			job:  flyteJob().workerArgs(workerCommand...).obj(),
 			opts: func(o *Options) { o.InjectAs = InjectArgs },
-			want: result{Outcome: OutcomeUnchanged, Source: SourceFlyteWorkerArgs, ContainerName: "mpi", Args: sshd},
+			want: result{Outcome: OutcomeUnchanged, Source: SourceFlyteWorkerArgs, ContainerName: "mpi", Args: workerCommand},
 		},
 		"a declared worker command, with --inject-as=split": {
-			job:  flyteJob().workerArgs(sshd...).obj(),
+			job:  flyteJob().workerArgs(workerCommand...).obj(),
 			opts: func(o *Options) { o.InjectAs = InjectSplit },
 			want: result{Outcome: OutcomeMutated, Source: SourceFlyteWorkerArgs, ContainerName: "mpi",
-				Command: sshd[:1], Args: sshd[1:],
+				Command: workerCommand[:1], Args: workerCommand[1:],
 				Patch: []jsonpatch.Operation{
-					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/command", Value: sshd[:1]},
-					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: sshd[1:]},
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/command", Value: workerCommand[:1]},
+					{Operation: "add", Path: "/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/args", Value: workerCommand[1:]},
 					{Operation: "add", Path: "/metadata/annotations", Value: map[string]string{AnnotationWorkerCommandSource: "flyte-worker-args"}},
 				}},
 		},
@@ -322,7 +322,7 @@ func TestDecide(t *testing.T) {
 		},
 		"declared launcher and worker commands": {
 			job: flyteJob().launcherContainers(Container{Name: "mpi", Args: list("mpirun", "--allow-run-as-root", "-np", "2")}).
-				workerArgs(sshd...).obj(),
+				workerArgs(workerCommand...).obj(),
 			want: mutatedUnannotated(SourceFlyteWorkerArgs),
 		},
 		"any pyflyte-*-execute entrypoint is the task's": {
@@ -331,16 +331,16 @@ func TestDecide(t *testing.T) {
 			want: unchangedNoCommand,
 		},
 		"worker args equal to the launcher's are a copy": {
-			job:  flyteJob().launcherContainers(Container{Name: "mpi", Args: list(sshd...)}).workerArgs(sshd...).obj(),
+			job:  flyteJob().launcherContainers(Container{Name: "mpi", Args: list(workerCommand...)}).workerArgs(workerCommand...).obj(),
 			want: unchangedNoCommand,
 		},
 		"no Launcher: no inference, with a warning": {
-			job: flyteJob().noLauncher().workerArgs(sshd...).obj(),
+			job: flyteJob().noLauncher().workerArgs(workerCommand...).obj(),
 			want: result{Outcome: OutcomeUnchanged, Container: -1,
 				Warnings: []string{"spec.mpiReplicaSpecs.Launcher: missing, so the Worker's args were not taken for a worker command the task declared"}},
 		},
 		"a Launcher without containers: no inference, with a warning": {
-			job: flyteJob().launcherContainers().workerArgs(sshd...).obj(),
+			job: flyteJob().launcherContainers().workerArgs(workerCommand...).obj(),
 			want: result{Outcome: OutcomeUnchanged, Container: -1,
 				Warnings: []string{"spec.mpiReplicaSpecs.Launcher.template.spec.containers: no containers, so the Worker's args were not taken for a worker command the task declared"}},
 		},
@@ -350,21 +350,21 @@ func TestDecide(t *testing.T) {
 		},
 		"a worker that has a command already is left alone": {
 			job:  flyteJob().containers(Container{Name: "mpi", Command: list("/bin/sh"), Args: list("-c", "sshd")}).obj(),
-			opts: func(o *Options) { o.FallbackCommand = sshd },
+			opts: func(o *Options) { o.FallbackCommand = workerCommand },
 			want: unchangedNoCommand,
 		},
 		"an empty command counts as none": {
-			job:  flyteJob().containers(Container{Name: "mpi", Command: list(), Args: list(sshd...)}).obj(),
+			job:  flyteJob().containers(Container{Name: "mpi", Command: list(), Args: list(workerCommand...)}).obj(),
 			want: mutatedUnannotated(SourceFlyteWorkerArgs),
 		},
 		"--infer-worker-command=false": {
-			job:  flyteJob().workerArgs(sshd...).obj(),
+			job:  flyteJob().workerArgs(workerCommand...).obj(),
 			opts: func(o *Options) { o.InferWorkerCommand = false },
 			want: unchangedNoCommand,
 		},
 		"--infer-worker-command=false leaves it to the fallback": {
 			job:  flyteJob().workerArgs("/bin/true").annotation("team", "ml").obj(),
-			opts: func(o *Options) { o.InferWorkerCommand = false; o.FallbackCommand = sshd },
+			opts: func(o *Options) { o.InferWorkerCommand = false; o.FallbackCommand = workerCommand },
 			want: mutated(SourceFallback),
 		},
 		"the custom's command wins over the declared args": {
@@ -376,11 +376,11 @@ func TestDecide(t *testing.T) {
 			want: mutated(SourceWorkerSpecCommand),
 		},
 		"a custom without a command leaves it to the declared args": {
-			job:  flyteJob().workerArgs(sshd...).annotation(AnnotationTaskCustom, noCommandCustom).obj(),
+			job:  flyteJob().workerArgs(workerCommand...).annotation(AnnotationTaskCustom, noCommandCustom).obj(),
 			want: mutated(SourceFlyteWorkerArgs),
 		},
 		"the declared args win over the fallback": {
-			job:  flyteJob().workerArgs(sshd...).annotation("team", "ml").obj(),
+			job:  flyteJob().workerArgs(workerCommand...).annotation("team", "ml").obj(),
 			opts: func(o *Options) { o.FallbackCommand = []string{"/bin/false"} },
 			want: mutated(SourceFlyteWorkerArgs),
 		},
@@ -405,11 +405,11 @@ func TestDecide(t *testing.T) {
 		},
 		"the fallback serves a plain MPI worker": {
 			job:  flyteJob().workerArgs("mpirun", "pyflyte-execute").obj(),
-			opts: func(o *Options) { o.FallbackCommand = sshd },
+			opts: func(o *Options) { o.FallbackCommand = workerCommand },
 			want: mutatedUnannotated(SourceFallback),
 		},
 		"an invalid annotation denies even when the worker declares a command": {
-			job:  flyteJob().workerArgs(sshd...).annotation(AnnotationTaskCustom, "{").obj(),
+			job:  flyteJob().workerArgs(workerCommand...).annotation(AnnotationTaskCustom, "{").obj(),
 			want: denied("mpi.flyte.org/task-custom: invalid JSON: unexpected end of JSON input"),
 		},
 

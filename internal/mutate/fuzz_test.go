@@ -16,7 +16,7 @@ import (
 // error, never a panic, and the same way every time.
 func FuzzDecodeTaskCustom(f *testing.F) {
 	for _, seed := range []string{flytekitCustom, snakeCaseCustom, newerCustom, legacyCustom, noCommandCustom,
-		binaryCustom(f, sshd...), `{"workerReplicas":{"command":"x"}}`, `{"workerReplicas":[]}`, "", "{", "AAAA"} {
+		binaryCustom(f, workerCommand...), `{"workerReplicas":{"command":"x"}}`, `{"workerReplicas":[]}`, "", "{", "AAAA"} {
 		f.Add(seed, "")
 		f.Add(seed, "0")
 		f.Add(seed, "1")

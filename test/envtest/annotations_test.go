@@ -27,24 +27,24 @@ func describeAnnotations(s *spec) bool {
 		// undeclared is the job of a task that declares no worker command.
 		undeclared := func() *framework.JobBuilder { return s.job(fixtures.HorovodNoWorkerCommand) }
 
-		It("makes the worker of flytekit's Horovod task run sshd, and leaves the launcher alone", func(ctx SpecContext) {
+		It("makes the worker of flytekit's Horovod task run its declared command, and leaves the launcher alone", func(ctx SpecContext) {
 			job := undeclared().Label("workflow-name", "horovod-wf").
 				Annotation(mutate.AnnotationTaskCustom, fixtures.FlytekitCustom).Obj()
 			stored := s.create(ctx, job)
-			expectSSHDWorker(stored, mutate.SourceTaskCustom)
+			expectWorker(stored, fixtures.WorkerCommand, mutate.SourceTaskCustom)
 			Expect(framework.Launcher(stored)).To(Equal(framework.Launcher(job)))
 		})
 
 		It("reads the legacy worker-spec-command beside a legacy custom", func(ctx SpecContext) {
 			stored := s.create(ctx, undeclared().
 				Annotation(mutate.AnnotationTaskCustom, fixtures.LegacyCustom).
-				Annotation(mutate.AnnotationWorkerSpecCommand, fixtures.SSHDLine).Obj())
-			expectSSHDWorker(stored, mutate.SourceWorkerSpecCommand)
+				Annotation(mutate.AnnotationWorkerSpecCommand, fixtures.WorkerCommandLine).Obj())
+			expectWorker(stored, fixtures.WorkerCommand, mutate.SourceWorkerSpecCommand)
 		})
 
 		It("reads the annotation from the Worker's pod template", func(ctx SpecContext) {
 			stored := s.create(ctx, undeclared().WorkerAnnotation(mutate.AnnotationTaskCustom, fixtures.FlytekitCustom).Obj())
-			expectSSHDWorker(stored, mutate.SourceTaskCustom)
+			expectWorker(stored, fixtures.WorkerCommand, mutate.SourceTaskCustom)
 		})
 
 		It("leaves an unlabelled job alone, annotation or not", func(ctx SpecContext) {
@@ -107,7 +107,7 @@ func describeAnnotations(s *spec) bool {
 			job.SetGenerateName("")
 			job.SetName("dry-run")
 			Expect(s.env.Client.Create(ctx, job, client.DryRunAll)).To(Succeed())
-			expectSSHDWorker(job, mutate.SourceTaskCustom)
+			expectWorker(job, fixtures.WorkerCommand, mutate.SourceTaskCustom)
 			err := s.env.Client.Get(ctx, client.ObjectKeyFromObject(job), job.DeepCopy())
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Get after a dry run: %v", err)
 		})
@@ -121,7 +121,7 @@ func describeAnnotations(s *spec) bool {
 				Annotation(mutate.AnnotationTaskCustom, fixtures.FlytekitCustom).Obj())
 			containers := framework.WorkerContainers(stored)
 			Expect(containers).To(HaveLen(2))
-			Expect(containers[0]).To(And(HaveKeyWithValue("command", framework.AnyList(fixtures.SSHD)), Not(HaveKey("args"))))
+			Expect(containers[0]).To(And(HaveKeyWithValue("command", framework.AnyList(fixtures.WorkerCommand)), Not(HaveKey("args"))))
 			Expect(containers[1]).To(Equal(sidecar))
 		})
 
@@ -136,7 +136,7 @@ func describeAnnotations(s *spec) bool {
 			stored := s.create(ctx, job)
 			Expect(stored.Object["spec"]).To(HaveKeyWithValue("futureField", future))
 			Expect(framework.WorkerContainers(stored)[0]).To(And(
-				HaveKeyWithValue("futureContainerField", "keep me"), HaveKeyWithValue("command", framework.AnyList(fixtures.SSHD))))
+				HaveKeyWithValue("futureContainerField", "keep me"), HaveKeyWithValue("command", framework.AnyList(fixtures.WorkerCommand))))
 		})
 
 		It("does not mutate an update of an existing job", func(ctx SpecContext) {

@@ -33,7 +33,7 @@ func describeClientAuth(s *spec) bool {
 
 		It("mutates the jobs the API server sends", func(ctx SpecContext) {
 			stored := s.create(ctx, s.job(fixtures.HorovodWorkerCommand).Label(clientAuthLabel, "true").Obj())
-			expectSSHDWorker(stored, mutate.SourceFlyteWorkerArgs)
+			expectWorker(stored, fixtures.SSHD, mutate.SourceFlyteWorkerArgs)
 		})
 
 		It("refuses a client without a certificate at the TLS handshake", func() {
@@ -55,7 +55,7 @@ func describeClientAuth(s *spec) bool {
 				start := time.Now()
 				stored := s.create(ctx, s.job(fixtures.HorovodWorkerCommand).Label(clientAuthLabel, "true").Obj())
 				took = append(took, time.Since(start))
-				expectSSHDWorker(stored, mutate.SourceFlyteWorkerArgs)
+				expectWorker(stored, fixtures.SSHD, mutate.SourceFlyteWorkerArgs)
 			}
 			refused, closed := flood.stop()
 			slices.Sort(took)

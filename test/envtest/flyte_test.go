@@ -26,7 +26,7 @@ func describeFlyteJobs(s *spec) bool {
 				if source == mutate.SourceNone {
 					expectUnchanged(stored, job)
 				} else {
-					expectSSHDWorker(stored, source)
+					expectWorker(stored, fixtures.SSHD, source)
 				}
 				Expect(framework.Launcher(stored)).To(Equal(framework.Launcher(job)))
 			},
@@ -119,7 +119,7 @@ func describeFlyteJobs(s *spec) bool {
 			Expect(s.env.ServeLabelled(ctx, label, opts)).To(Succeed())
 
 			declared := s.create(ctx, s.job(fixtures.HorovodWorkerCommand).Label(label, "true").Obj())
-			expectSSHDWorker(declared, mutate.SourceFlyteWorkerArgs)
+			expectWorker(declared, fixtures.SSHD, mutate.SourceFlyteWorkerArgs)
 
 			undeclared := s.create(ctx, s.job(fixtures.HorovodNoWorkerCommand).Label(label, "true").Obj())
 			Expect(framework.WorkerContainers(undeclared)).To(HaveExactElements(And(

@@ -86,13 +86,6 @@ func releasePolicyCases() []policyCase {
 	return cases
 }
 
-// setWorker sets a field of the Worker's first container (nil for JSON null).
-func setWorker(b *framework.JobBuilder, field string, value any) *framework.JobBuilder {
-	containers := framework.WorkerContainers(b.Obj())
-	containers[0].(map[string]any)[field] = value
-	return b.Set(containers, framework.WorkerContainersPath...)
-}
-
 // policyCases are the jobs of testdata/flyte and the variants the policy must
 // store as the webhook does.
 func policyCases() []policyCase {
@@ -112,19 +105,19 @@ func policyCases() []policyCase {
 	}
 	return append(cases,
 		policyCase{name: "a declared command, the command already set", job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "command", []any{"/bin/sh"})
+			return declared(s).WorkerField("command", []any{"/bin/sh"})
 		}},
 		policyCase{name: "a declared command, command null", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "command", nil)
+			return declared(s).WorkerField("command", nil)
 		}},
 		policyCase{name: "a declared command, command []", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "command", []any{})
+			return declared(s).WorkerField("command", []any{})
 		}},
 		policyCase{name: "no worker command, command []", job: func(s *spec) *framework.JobBuilder {
-			return setWorker(undeclared(s), "command", []any{})
+			return undeclared(s).WorkerField("command", []any{})
 		}},
 		policyCase{name: "no worker command, command set", job: func(s *spec) *framework.JobBuilder {
-			return setWorker(undeclared(s), "command", []any{"/bin/sh"})
+			return undeclared(s).WorkerField("command", []any{"/bin/sh"})
 		}},
 		policyCase{name: "args equal to the launcher's", job: func(s *spec) *framework.JobBuilder {
 			b := declared(s)
@@ -148,20 +141,20 @@ func policyCases() []policyCase {
 			return declared(s).Set([]any{}, "spec", "mpiReplicaSpecs", "Launcher", "template", "spec", "containers")
 		}},
 		policyCase{name: "pyflyte-fast-execute in a path", job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "args", []any{"/opt/venv/bin/pyflyte-fast-execute", "--additional-distribution", "s3://b/f.tar.gz",
+			return declared(s).WorkerField("args", []any{"/opt/venv/bin/pyflyte-fast-execute", "--additional-distribution", "s3://b/f.tar.gz",
 				"--dest-dir", ".", "--", "/usr/sbin/sshd", "-De"})
 		}},
 		policyCase{name: "an empty string in the args", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "args", []any{"", "-De"})
+			return declared(s).WorkerField("args", []any{"", "-De"})
 		}},
 		policyCase{name: "args of one empty string", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "args", []any{""})
+			return declared(s).WorkerField("args", []any{""})
 		}},
 		policyCase{name: "args []", job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "args", []any{})
+			return declared(s).WorkerField("args", []any{})
 		}},
 		policyCase{name: "args null", job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "args", nil)
+			return declared(s).WorkerField("args", nil)
 		}},
 		policyCase{name: "annotations absent", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
 			b := declared(s)
@@ -200,10 +193,10 @@ func policyCases() []policyCase {
 			return declared(s).Annotation(mutate.AnnotationTaskTypeVersion, "7")
 		}},
 		policyCase{name: "a declared command of 300 words, past what the policy reads", source: mutate.SourceFlyteWorkerArgs, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "args", append(framework.AnyList(fixtures.SSHD), manyArgs...))
+			return declared(s).WorkerField("args", append(framework.AnyList(fixtures.SSHD), manyArgs...))
 		}},
 		policyCase{name: "a declared command with a 1 MiB word, past what the policy reads", source: mutate.SourceFlyteWorkerArgs, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
-			return setWorker(declared(s), "args", append(framework.AnyList(fixtures.SSHD), "-o", strings.Repeat("x", 1<<20)))
+			return declared(s).WorkerField("args", append(framework.AnyList(fixtures.SSHD), "-o", strings.Repeat("x", 1<<20)))
 		}},
 		// Without the bound, the API server refuses this one: "actual cost limit exceeded".
 		policyCase{name: "a declared command with 10000 more words of 100 bytes, past the CEL cost limit", source: mutate.SourceFlyteWorkerArgs, leftToTheWebhook: true, job: func(s *spec) *framework.JobBuilder {
@@ -211,7 +204,7 @@ func policyCases() []policyCase {
 			for i := range words {
 				words[i] = strings.Repeat("y", 100)
 			}
-			return setWorker(declared(s), "args", append(framework.AnyList(fixtures.SSHD), words...))
+			return declared(s).WorkerField("args", append(framework.AnyList(fixtures.SSHD), words...))
 		}},
 	)
 }

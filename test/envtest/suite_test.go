@@ -18,7 +18,6 @@ import (
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
-	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // versions are the MPIJob versions every spec runs against.
@@ -112,12 +111,12 @@ func (s *spec) expectNoJobs(ctx context.Context, job *unstructured.Unstructured)
 	Expect(list.Items).To(BeEmpty())
 }
 
-// expectSSHDWorker checks that the worker's one container, mpi, runs sshd as
-// its command, and that the source annotation says where sshd came from.
-func expectSSHDWorker(stored *unstructured.Unstructured, source mutate.Source) {
+// expectWorker checks that the worker's one container, mpi, runs command as
+// its command, and that the source annotation says where it came from.
+func expectWorker(stored *unstructured.Unstructured, command []string, source mutate.Source) {
 	GinkgoHelper()
 	Expect(framework.WorkerContainers(stored)).To(HaveExactElements(
-		And(HaveKeyWithValue("name", "mpi"), HaveKeyWithValue("command", framework.AnyList(fixtures.SSHD)), Not(HaveKey("args"))),
+		And(HaveKeyWithValue("name", "mpi"), HaveKeyWithValue("command", framework.AnyList(command)), Not(HaveKey("args"))),
 	))
 	Expect(stored.GetAnnotations()).To(HaveKeyWithValue(mutate.AnnotationWorkerCommandSource, string(source)))
 }

@@ -74,6 +74,14 @@ func (b *JobBuilder) FirstWorkerContainer(container map[string]any) *JobBuilder 
 	return b.Set(append([]any{container}, containers...), WorkerContainersPath...)
 }
 
+// WorkerField sets a field of the Worker's first container (nil for JSON
+// null), such as its args, where Flyte writes the worker command a task declares.
+func (b *JobBuilder) WorkerField(field string, value any) *JobBuilder {
+	containers := WorkerContainers(b.obj)
+	containers[0].(map[string]any)[field] = value
+	return b.Set(containers, WorkerContainersPath...)
+}
+
 // Set sets any field, for fields no other method covers.
 func (b *JobBuilder) Set(value any, fields ...string) *JobBuilder {
 	if err := unstructured.SetNestedField(b.obj.Object, value, fields...); err != nil {
