@@ -108,10 +108,12 @@ func Decide(job *Job, opts Options) Decision {
 	d.Outcome = OutcomeUnchanged
 	worker := job.Spec.MPIReplicaSpecs.Worker.mpiContainer()
 	if i := namedContainer(job.Spec.MPIReplicaSpecs.Worker, opts.ContainerName); i > 0 {
-		// Whatever the webhook does, the operators run MPI in the first
-		// container: the job cannot work until its MPI container comes first.
-		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: is named %s, but the MPI operators run MPI, sshd and its keys "+
-			"in the first container, %s, which is the one the worker command goes to; put the MPI container first",
+		// Whatever the webhook does, the operators use the first container:
+		// the job cannot work until its MPI container comes first. The
+		// policy's warning (config/policy) says the same, word for word.
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s: is named %s, but the MPI operators use the first container, %s: "+
+			"the training-operator launcher starts the ranks there with kubectl exec, and mpi-operator mounts the SSH keys "+
+			"there and runs sshd there by default; the worker command goes there too; put the MPI container first",
 			workerContainersField.Index(i), quote(opts.ContainerName), quote(worker.Name)))
 	}
 	if len(command) == 0 && opts.InferWorkerCommand {

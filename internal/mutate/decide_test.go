@@ -227,7 +227,7 @@ func TestDecide(t *testing.T) {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
 				containers(Container{Name: "sidecar", Args: list("proxy")}, Container{Name: "mpi", Args: list(taskArgs...)}).obj(),
 			want: result{Outcome: OutcomeMutated, Source: SourceTaskCustom, ContainerName: "sidecar", Command: workerCommand,
-				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`},
+				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators use the first container, "sidecar": the training-operator launcher starts the ranks there with kubectl exec, and mpi-operator mounts the SSH keys there and runs sshd there by default; the worker command goes there too; put the MPI container first`},
 				Patch:    commandPatch(SourceTaskCustom)},
 		},
 		"the first container when none has the name": {
@@ -246,7 +246,7 @@ func TestDecide(t *testing.T) {
 		"a sidecar before the MPI container: a warning, even with no command to inject": {
 			job: flyteJob().containers(Container{Name: "sidecar"}, Container{Name: "mpi", Args: list(workerCommand...)}).obj(),
 			want: result{Outcome: OutcomeUnchanged, Container: -1,
-				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators run MPI, sshd and its keys in the first container, "sidecar", which is the one the worker command goes to; put the MPI container first`}},
+				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators use the first container, "sidecar": the training-operator launcher starts the ranks there with kubectl exec, and mpi-operator mounts the SSH keys there and runs sshd there by default; the worker command goes there too; put the MPI container first`}},
 		},
 		"duplicate container names: the first": {
 			job: flyteJob().annotation(AnnotationTaskCustom, flytekitCustom).
