@@ -22,7 +22,7 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-// The attacks of issue 18, each an example of a class: its flags change its size.
+// The attacks of docs/RELIABILITY.md, each an example of a class: its flags change its size.
 var (
 	helloConns  = flag.Int("hello-conns", 1000, "partial-hello: TLS connections")
 	helloBytes  = flag.Int("hello-bytes", 64<<10, "partial-hello: the size the ClientHello declares; all but its last byte is sent")
