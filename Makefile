@@ -53,7 +53,7 @@ help: ## Display this help.
 
 .PHONY: demo
 demo: kustomize ## Watch the webhook fix the MPIJobs Flyte builds, on a local API server (no cluster, no Docker).
-	@$(ENVTEST_ENV) $(GO) run ./hack/demo
+	@$(ENVTEST_ENV) $(GO) run ./test/demo
 
 ##@ Development
 
