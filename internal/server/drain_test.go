@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -164,11 +165,11 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestCloseServesHandshakesUnderWay closes the listeners while a
-// connection's handshake is under way, as the drain's end does, and checks
-// that new connections are refused, that the request on that connection is
-// still answered, and that Serve returns only then.
-func TestCloseServesHandshakesUnderWay(t *testing.T) {
+// serveTLS serves on loopback as Start does, with a handler that answers
+// "answered", and returns its listeners, where Serve's error will arrive,
+// and a client's TLS configuration.
+func serveTLS(t *testing.T) (*fairListener, *handshakeListener, <-chan error, *tls.Config) {
+	t.Helper()
 	ca, err := fixtures.NewAuthority()
 	if err != nil {
 		t.Fatal(err)
@@ -189,11 +190,19 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 		gate: &gate{max: 4, maxWaiting: 4}, slow: 30 * time.Second, timeout: 30 * time.Second})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "answered")
-	})}
+	}), ConnState: tcp.track}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return tcp, l, served, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+}
 
+// TestCloseServesHandshakesUnderWay closes the listeners while a
+// connection's handshake is under way, as the drain's end does, and checks
+// that new connections are refused, that the request on that connection is
+// still answered, and that Serve returns only then.
+func TestCloseServesHandshakesUnderWay(t *testing.T) {
+	tcp, l, served, client := serveTLS(t)
 	raw, err := net.Dial("tcp", tcp.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -210,22 +219,8 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 		t.Errorf("a connection after Close: %v, want connection refused", err)
 	}
 
-	conn := tls.Client(raw, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	req, err := http.NewRequest(http.MethodPost, "https://localhost/", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := req.Write(conn); err != nil {
-		t.Fatalf("writing the request on the connection whose handshake was under way: %v", err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		t.Fatalf("the request on the connection whose handshake was under way at Close: %v, want an answer", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || string(body) != "answered" {
-		t.Errorf("answer %s %q, want 200 answered", resp.Status, body)
+	if err := request(tls.Client(raw, client)); err != nil {
+		t.Errorf("the request on the connection whose handshake was under way at Close: %v, want an answer", err)
 	}
 	if err := <-served; !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Serve returned %v, want net.ErrClosed once no handshake is under way", err)
@@ -268,4 +263,26 @@ func TestFairListenerClose(t *testing.T) {
 	if l.open.total != 1 {
 		t.Errorf("%d connections hold a place, want 1: the one Accept returned", l.open.total)
 	}
+}
+
+// request sends a request on conn and reads its answer, which must be the
+// one serveTLS's handler gives.
+func request(conn net.Conn) error {
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	req, err := http.NewRequest(http.MethodPost, "https://localhost/", nil)
+	if err != nil {
+		return err
+	}
+	if err := req.Write(conn); err != nil {
+		return fmt.Errorf("writing the request: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(body) != "answered" {
+		return fmt.Errorf("answer %s %q, want 200 answered", resp.Status, body)
+	}
+	return nil
 }

@@ -1,10 +1,16 @@
 package server
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Fairness on the webhook port. The API servers are the webhook's few
@@ -113,15 +119,16 @@ type fairListener struct {
 	admitted []*fairConn
 	// arrived has a value when admitted may have grown.
 	arrived chan struct{}
-	// failed carries the inner listener's errors to Accept.
-	failed chan error
-	closed chan struct{}
-	close  sync.Once
+	closed  chan struct{}
+	close   sync.Once
+	// unanswered counts the connections net/http serves that have sent no
+	// request yet (StateNew): the drain waits for them (track).
+	unanswered int
 }
 
 // listenFair listens on address for at most maxConns connections at once,
 // shared among client addresses, with maxWaiting more waiting for a place.
-func listenFair(address string, maxConns, maxWaiting int) (net.Listener, error) {
+func listenFair(address string, maxConns, maxWaiting int) (*fairListener, error) {
 	l, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, err
@@ -132,27 +139,31 @@ func listenFair(address string, maxConns, maxWaiting int) (net.Listener, error) 
 }
 
 func newFairListener(inner net.Listener, maxConns, maxWaiting int) *fairListener {
-	return &fairListener{Listener: inner, max: maxConns, maxWaiting: maxWaiting, arrived: make(chan struct{}, 1), failed: make(chan error),
-		closed: make(chan struct{})}
+	return &fairListener{Listener: inner, max: maxConns, maxWaiting: maxWaiting, arrived: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 // acceptInner accepts from the inner listener until it is closed; a
 // connection waiting is handed to Accept when a place frees (release).
 func (l *fairListener) acceptInner() {
+	backoff := time.Duration(0)
 	for {
 		conn, err := l.Listener.Accept()
 		if errors.Is(err, net.ErrClosed) {
 			return // Close did it: Accept returns what holds a place, then net.ErrClosed
 		}
 		if err != nil {
-			// Accept's caller backs off a temporary error (too many open files) before it asks again.
+			// Too many open files, most likely: this loop backs off alone, as
+			// http.Server would, while the connections accepted already, their
+			// handshakes and net/http's Serve go on.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			select {
-			case l.failed <- err:
+			case <-time.After(backoff):
 			case <-l.closed:
 				return
 			}
 			continue
 		}
+		backoff = 0
 		l.arrive(&fairConn{Conn: conn, listener: l, address: clientAddress(conn.RemoteAddr().String())})
 	}
 }
@@ -171,8 +182,6 @@ func (l *fairListener) Accept() (net.Conn, error) {
 		l.mu.Unlock()
 		select {
 		case <-l.arrived:
-		case err := <-l.failed:
-			return nil, err
 		case <-l.closed:
 			l.mu.Lock()
 			none := len(l.admitted) == 0
@@ -235,6 +244,7 @@ func (l *fairListener) admit(c *fairConn) {
 func (l *fairListener) release(c *fairConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.setState(c, http.StateClosed)
 	if !l.open.remove(c.address, c) || len(l.waiting) == 0 {
 		return
 	}
@@ -258,11 +268,64 @@ func (l *fairListener) Close() error {
 	return l.Listener.Close()
 }
 
+// track is the ConnState hook of the http.Server that serves l's
+// connections, through handshakeListener: net/http calls it as each
+// connection changes state, synchronously, so the table is current.
+func (l *fairListener) track(conn net.Conn, state http.ConnState) {
+	c := servedConn(conn)
+	if c == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setState(c, state)
+}
+
+// servedConn is the fairConn under a connection net/http serves, or nil.
+func servedConn(conn net.Conn) *fairConn {
+	tlsConn, ok := conn.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	bounded, ok := tlsConn.NetConn().(*helloBoundedConn)
+	if !ok {
+		return nil
+	}
+	c, _ := bounded.Conn.(*fairConn)
+	return c
+}
+
+// setState records c's state as net/http reports it, and counts the
+// connections that have sent no request yet.
+func (l *fairListener) setState(c *fairConn, state http.ConnState) {
+	if c.state == http.StateNew && c.served {
+		l.unanswered--
+	}
+	c.state, c.served = state, true
+	if state == http.StateNew {
+		l.unanswered++
+	}
+}
+
+// waitForUnanswered returns once every connection net/http serves has sent
+// a request or closed, or when ctx ends.
+func (l *fairListener) waitForUnanswered(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.unanswered == 0, nil
+	})
+}
+
 // fairConn is a connection fairListener counts until it is closed.
 type fairConn struct {
 	net.Conn
 	listener *fairListener
 	address  string
+	// state is what net/http last reported of c, once served; before, c's
+	// handshake is waiting or under way.
+	state  http.ConnState
+	served bool
 }
 
 // reset closes c for another, with a reset rather than an orderly close:

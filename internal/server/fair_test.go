@@ -1,11 +1,17 @@
 package server
 
 import (
+	"crypto/tls"
+	"errors"
 	"io"
 	"net"
+	"net/http"
+	"os"
 	"runtime"
 	"slices"
+	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -178,7 +184,7 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 	if _, err := second.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	fair := l.(*fairListener)
+	fair := l
 	deadline := time.Now().Add(10 * time.Second)
 	for waiting := 0; waiting == 0; {
 		if time.Now().After(deadline) {
@@ -199,4 +205,90 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 	if _, err := io.ReadFull(admitted, got); err != nil || string(got) != "hello" {
 		t.Errorf("read %q, %v from the admitted connection; want what the waiting client sent, hello", got, err)
 	}
+}
+
+// TestConnectionStates checks the table of connections as net/http's
+// ConnState feeds it: a connection whose handshake is done and that has
+// sent no request is counted unanswered, and no longer once it has; it is
+// idle once answered, and holds no place once closed.
+func TestConnectionStates(t *testing.T) {
+	tcp, _, _, client := serveTLS(t)
+	table := func() (unanswered int, states []http.ConnState) {
+		tcp.mu.Lock()
+		defer tcp.mu.Unlock()
+		for _, held := range tcp.open.byAddress {
+			for _, c := range held {
+				states = append(states, c.state)
+			}
+		}
+		return tcp.unanswered, states
+	}
+	conn, err := tls.Dial("tcp", tcp.Addr().String(), client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	poll(t, "the connection is served, with no request yet", func() bool {
+		unanswered, states := table()
+		return unanswered == 1 && slices.Equal(states, []http.ConnState{http.StateNew})
+	})
+	if err := request(conn); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the connection is idle, answered", func() bool {
+		unanswered, states := table()
+		return unanswered == 0 && slices.Equal(states, []http.ConnState{http.StateIdle})
+	})
+	conn.Close()
+	poll(t, "the closed connection holds no place", func() bool {
+		unanswered, states := table()
+		return unanswered == 0 && len(states) == 0
+	})
+}
+
+// failingListener returns its connections, then fails every Accept with
+// too many open files until it is closed.
+type failingListener struct {
+	net.Listener
+	conns  chan net.Conn
+	closed chan struct{}
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	default:
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept", syscall.EMFILE)}
+	}
+}
+
+func (l *failingListener) Close() error { close(l.closed); return nil }
+
+// TestAcceptErrorsStayInside checks that the errors of the TCP listener
+// (too many open files) never reach Accept's caller, net/http's Serve, which
+// would stop for up to a second each: the connection accepted before them is
+// returned, and once closed, Accept returns net.ErrClosed.
+func TestAcceptErrorsStayInside(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		server, client := net.Pipe()
+		defer client.Close()
+		inner := &failingListener{conns: make(chan net.Conn, 1), closed: make(chan struct{})}
+		inner.conns <- server
+		l := newFairListener(inner, 4, 4)
+		go l.acceptInner()
+		if c, err := l.Accept(); err != nil || c.(*fairConn).Conn != server {
+			t.Fatalf("Accept = %v, %v; want the connection accepted before the errors", c, err)
+		}
+		time.Sleep(3 * time.Second) // the clock is synctest's: the loop backs off through the errors
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept once closed = %v, %v; want net.ErrClosed", c, err)
+		}
+		synctest.Wait()
+	})
 }

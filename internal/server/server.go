@@ -28,12 +28,10 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -214,7 +212,6 @@ type boundedServer struct {
 	drainDone func(time.Duration) <-chan time.Time
 
 	serving, draining atomic.Bool
-	fresh             freshConns
 }
 
 // Register serves hook at path, within the limits.
@@ -252,7 +249,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		IdleTimeout:       IdleTimeout,
 		// Requests keep their context through the drain: it ends with the server, not with ctx.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ConnState:   s.fresh.track,
+		ConnState:   tcp.track,
 		ErrorLog:    errorLog(log),
 	}
 	served := make(chan error, 1)
@@ -289,40 +286,11 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	if err := <-served; !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("serving the webhook: %w", err)
 	}
-	s.fresh.waitForNone(shutdownCtx)
+	tcp.waitForUnanswered(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutting down the webhook: %w", err)
 	}
 	return nil
-}
-
-// freshConns tracks the connections that have sent no request yet.
-type freshConns struct {
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-// track is the server's ConnState hook.
-func (f *freshConns) track(c net.Conn, state http.ConnState) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if state != http.StateNew {
-		delete(f.conns, c)
-		return
-	}
-	if f.conns == nil {
-		f.conns = map[net.Conn]struct{}{}
-	}
-	f.conns[c] = struct{}{}
-}
-
-// waitForNone returns once every connection has sent a request or closed, or when ctx ends.
-func (f *freshConns) waitForNone(ctx context.Context) {
-	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.conns) == 0, nil
-	})
 }
 
 // signingAtMost returns getCertificate with keys that sign at most n

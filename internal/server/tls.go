@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -63,8 +62,7 @@ type handshakeListener struct {
 
 	// done carries the connections whose handshake is done; it is closed
 	// once inner is closed and no handshake is in flight.
-	done   chan net.Conn
-	failed chan error
+	done chan net.Conn
 	// inFlight counts the handshakes under way.
 	inFlight sync.WaitGroup
 }
@@ -78,7 +76,7 @@ func newHandshakeListener(inner net.Listener, config *tls.Config) *handshakeList
 
 // startHandshakes starts l accepting.
 func startHandshakes(l *handshakeListener) *handshakeListener {
-	l.done, l.failed = make(chan net.Conn), make(chan error)
+	l.done = make(chan net.Conn)
 	go l.accept()
 	return l
 }
@@ -86,15 +84,11 @@ func startHandshakes(l *handshakeListener) *handshakeListener {
 func (l *handshakeListener) accept() {
 	for {
 		conn, err := l.inner.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			// Closed: the handshakes under way still reach Accept.
+		if err != nil {
+			// Closed (inner retries any other error itself): the handshakes under way still reach Accept.
 			l.inFlight.Wait()
 			close(l.done)
 			return
-		}
-		if err != nil {
-			l.failed <- err // http.Server retries a temporary error, such as too many open files
-			continue
 		}
 		l.inFlight.Add(1)
 		go l.handshake(conn)
@@ -137,15 +131,11 @@ func (l *handshakeListener) handshake(conn net.Conn) {
 // Accept returns the next connection whose handshake is done; once closed,
 // those whose handshake was under way, then net.ErrClosed.
 func (l *handshakeListener) Accept() (net.Conn, error) {
-	select {
-	case conn, ok := <-l.done:
-		if !ok {
-			return nil, net.ErrClosed
-		}
-		return conn, nil
-	case err := <-l.failed:
-		return nil, err
+	conn, ok := <-l.done
+	if !ok {
+		return nil, net.ErrClosed
 	}
+	return conn, nil
 }
 
 // Close stops accepting TCP connections; the handshakes under way go on,
