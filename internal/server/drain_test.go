@@ -208,6 +208,11 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = raw.Close() })
+	// The client sends its ClientHello, and reads the server's answer only
+	// once the listener is closed: the server's side of the handshake is under way.
+	held := &heldConn{Conn: raw, release: make(chan struct{})}
+	answered := make(chan error, 1)
+	go func() { answered <- request(tls.Client(held, client)) }()
 	waitForHandshakes(t, l, 1)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -218,8 +223,8 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 		}
 		t.Errorf("a connection after Close: %v, want connection refused", err)
 	}
-
-	if err := request(tls.Client(raw, client)); err != nil {
+	close(held.release)
+	if err := <-answered; err != nil {
 		t.Errorf("the request on the connection whose handshake was under way at Close: %v, want an answer", err)
 	}
 	if err := <-served; !errors.Is(err, net.ErrClosed) {
@@ -238,7 +243,7 @@ func TestFairListenerClose(t *testing.T) {
 	l := newFairListener(inner, 1, 1)
 	conn := func() (*fairConn, *closeRecorder) {
 		r := &closeRecorder{}
-		return &fairConn{Conn: r, listener: l, address: "10.0.0.1"}, r
+		return &fairConn{Conn: r, listener: l, address: "10.0.0.1", state: connActive}, r
 	}
 	placed, placedRecorder := conn()
 	waiting, waitingRecorder := conn()
@@ -285,4 +290,15 @@ func request(conn net.Conn) error {
 		return fmt.Errorf("answer %s %q, want 200 answered", resp.Status, body)
 	}
 	return nil
+}
+
+// heldConn is a client's connection whose reads wait until release is closed.
+type heldConn struct {
+	net.Conn
+	release chan struct{}
+}
+
+func (c *heldConn) Read(p []byte) (int, error) {
+	<-c.release
+	return c.Conn.Read(p)
 }

@@ -129,7 +129,7 @@ type fairListener struct {
 // listenFair listens on address for at most maxConns connections at once,
 // shared among client addresses, with maxWaiting more waiting for a place.
 func listenFair(address string, maxConns, maxWaiting int) (*fairListener, error) {
-	l, err := net.Listen("tcp", address)
+	l, err := (&net.ListenConfig{Control: deferAccept}).Listen(context.Background(), "tcp", address)
 	if err != nil {
 		return nil, err
 	}
@@ -206,12 +206,16 @@ func (l *fairListener) arrive(c *fairConn) {
 	default:
 	}
 	if l.open.total >= l.max {
-		address, victim, ok := l.open.fairVictim(c.address)
-		if !ok {
-			l.wait(c)
-			return
+		victim := l.idleVictim()
+		if victim == nil {
+			var ok bool
+			if _, victim, ok = l.open.fairVictim(c.address); !ok {
+				l.wait(c)
+				return
+			}
 		}
-		l.open.remove(address, victim)
+		l.open.remove(victim.address, victim)
+		l.setConnState(victim, connClosed)
 		victim.reset() // its own Close then finds it gone, and frees no place for the waiting
 	}
 	l.admit(c)
@@ -244,7 +248,7 @@ func (l *fairListener) admit(c *fairConn) {
 func (l *fairListener) release(c *fairConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.setState(c, http.StateClosed)
+	l.setConnState(c, connClosed)
 	if !l.open.remove(c.address, c) || len(l.waiting) == 0 {
 		return
 	}
@@ -295,16 +299,74 @@ func servedConn(conn net.Conn) *fairConn {
 	return c
 }
 
-// setState records c's state as net/http reports it, and counts the
-// connections that have sent no request yet.
+// connState is where a connection is, from its accept to its close: the
+// first two before net/http serves it, the others as net/http reports them.
+type connState int
+
+const (
+	// connSilent has sent no byte.
+	connSilent connState = iota
+	// connHandshake has sent a byte: its TLS handshake waits or is under way.
+	connHandshake
+	// connNew is served, and has sent no request yet.
+	connNew
+	// connActive carries a request.
+	connActive
+	// connIdle is kept alive between requests.
+	connIdle
+	connClosed
+)
+
+// doesNoWork ranks what a connection in state does for its client: those
+// that do nothing give way first (evictable, lowest first), those at work
+// never do for a newcomer while their address holds one doing nothing.
+var doesNoWork = map[connState]int{connSilent: 1, connNew: 2, connIdle: 3}
+
+// setState records c's state, and counts the connections that have sent
+// no request yet.
 func (l *fairListener) setState(c *fairConn, state http.ConnState) {
-	if c.state == http.StateNew && c.served {
+	switch state {
+	case http.StateNew:
+		l.setConnState(c, connNew)
+	case http.StateActive:
+		l.setConnState(c, connActive)
+	case http.StateIdle:
+		l.setConnState(c, connIdle)
+	default:
+		l.setConnState(c, connClosed)
+	}
+}
+
+func (l *fairListener) setConnState(c *fairConn, state connState) {
+	if c.state == connNew {
 		l.unanswered--
 	}
-	c.state, c.served = state, true
-	if state == http.StateNew {
+	if c.state = state; state == connNew {
 		l.unanswered++
 	}
+}
+
+// sentByte records that c has sent its first byte.
+func (l *fairListener) sentByte(c *fairConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.state == connSilent {
+		l.setConnState(c, connHandshake)
+	}
+}
+
+// idleVictim is the connection that gives its place to a newcomer: of the
+// address holding the most, the one doing the least (sent no byte, then no
+// request yet, then idle between requests), the oldest among equals; nil
+// when that address holds none doing nothing.
+func (l *fairListener) idleVictim() *fairConn {
+	var victim *fairConn
+	for _, c := range l.open.byAddress[l.open.heaviest()] {
+		if rank := doesNoWork[c.state]; rank > 0 && (victim == nil || rank < doesNoWork[victim.state]) {
+			victim = c
+		}
+	}
+	return victim
 }
 
 // waitForUnanswered returns once every connection net/http serves has sent
@@ -322,10 +384,8 @@ type fairConn struct {
 	net.Conn
 	listener *fairListener
 	address  string
-	// state is what net/http last reported of c, once served; before, c's
-	// handshake is waiting or under way.
-	state  http.ConnState
-	served bool
+	// state is where c is, what net/http last reported of it once served.
+	state connState
 }
 
 // reset closes c for another, with a reset rather than an orderly close:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -75,9 +74,12 @@ func (c *closeRecorder) Close() error { c.closed = true; return nil }
 func TestFairListenerPlaces(t *testing.T) {
 	type step struct {
 		arrives, closes string // a connection's name: its address's letter and its number
-		admitted        []string
-		waiting         []string
-		closed          []string // every connection the listener has closed so far
+		// doing is what the connection that arrives does from then on: "" is
+		// work (a handshake under way, a request), else silent, new or idle.
+		doing    string
+		admitted []string
+		waiting  []string
+		closed   []string // every connection the listener has closed so far
 	}
 	tests := []struct {
 		name            string
@@ -113,6 +115,23 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", closed: []string{"a2"}},
 		}},
+		{"the address holding the most loses what does no work first: no byte, no request, then idle", 4, 1, []step{
+			{arrives: "a1", admitted: []string{"a1"}},
+			{arrives: "a2", doing: "idle", admitted: []string{"a2"}},
+			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
+			{arrives: "a4", doing: "silent", admitted: []string{"a4"}},
+			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a4"}},
+			{arrives: "a6", admitted: []string{"a6"}, closed: []string{"a3", "a4"}},
+			{arrives: "a7", admitted: []string{"a7"}, closed: []string{"a2", "a3", "a4"}},
+			{arrives: "a8", waiting: []string{"a8"}, closed: []string{"a2", "a3", "a4"}},
+		}},
+		{"a connection at work is not the victim while its address holds one doing nothing", 3, 1, []step{
+			{arrives: "a1", admitted: []string{"a1"}},
+			{arrives: "a2", admitted: []string{"a2"}},
+			{arrives: "a3", doing: "idle", admitted: []string{"a3"}},
+			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a3"}},
+			{arrives: "b2", waiting: []string{"b2"}, closed: []string{"a3"}},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +151,8 @@ func TestFairListenerPlaces(t *testing.T) {
 			for i, step := range tt.steps {
 				if step.arrives != "" {
 					recorders[step.arrives] = &closeRecorder{}
-					conns[step.arrives] = &fairConn{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1]}
+					conns[step.arrives] = &fairConn{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
+						state: map[string]connState{"": connActive, "silent": connSilent, "new": connNew, "idle": connIdle}[step.doing]}
 					l.arrive(conns[step.arrives])
 				}
 				if step.closes != "" {
@@ -167,23 +187,23 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	dial := func() net.Conn {
+	dial := func(data string) {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
-		return c
+		if _, err := c.Write([]byte(data)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	dial()
+	dial("h")
 	first, err := l.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := dial()
-	if _, err := second.Write([]byte("hello")); err != nil {
-		t.Fatal(err)
-	}
+	l.sentByte(first.(*fairConn)) // its handshake is under way: it does work
+	dial("hello")
 	fair := l
 	deadline := time.Now().Add(10 * time.Second)
 	for waiting := 0; waiting == 0; {
@@ -213,7 +233,7 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 // idle once answered, and holds no place once closed.
 func TestConnectionStates(t *testing.T) {
 	tcp, _, _, client := serveTLS(t)
-	table := func() (unanswered int, states []http.ConnState) {
+	table := func() (unanswered int, states []connState) {
 		tcp.mu.Lock()
 		defer tcp.mu.Unlock()
 		for _, held := range tcp.open.byAddress {
@@ -230,14 +250,14 @@ func TestConnectionStates(t *testing.T) {
 	defer conn.Close()
 	poll(t, "the connection is served, with no request yet", func() bool {
 		unanswered, states := table()
-		return unanswered == 1 && slices.Equal(states, []http.ConnState{http.StateNew})
+		return unanswered == 1 && slices.Equal(states, []connState{connNew})
 	})
 	if err := request(conn); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, "the connection is idle, answered", func() bool {
 		unanswered, states := table()
-		return unanswered == 0 && slices.Equal(states, []http.ConnState{http.StateIdle})
+		return unanswered == 0 && slices.Equal(states, []connState{connIdle})
 	})
 	conn.Close()
 	poll(t, "the closed connection holds no place", func() bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -100,6 +101,17 @@ func (l *handshakeListener) accept() {
 func (l *handshakeListener) handshake(conn net.Conn) {
 	defer l.inFlight.Done()
 	deadline := time.Now().Add(l.timeout)
+	_ = conn.SetDeadline(deadline)
+	// A connection that sends nothing takes no place among the handshakes.
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(conn, first); err != nil {
+		tlsHandshakeErrors.Inc()
+		_ = conn.Close()
+		return
+	}
+	if c, ok := conn.(*fairConn); ok {
+		c.listener.sentByte(c)
+	}
 	ticket, err := l.gate.enter(clientAddress(conn.RemoteAddr().String()), deadline)
 	if err != nil {
 		tlsHandshakeErrors.Inc()
@@ -110,7 +122,7 @@ func (l *handshakeListener) handshake(conn net.Conn) {
 		deadline = slow
 	}
 	_ = conn.SetDeadline(deadline)
-	tlsConn := tls.Server(&helloBoundedConn{Conn: conn}, l.config)
+	tlsConn := tls.Server(&helloBoundedConn{Conn: conn, first: first}, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
 	l.gate.leave(ticket)
 	if err != nil {
@@ -156,12 +168,19 @@ var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes",
 // before crypto/tls buffers it.
 type helloBoundedConn struct {
 	net.Conn
+	// first is what was read of the connection before, to be read again.
+	first  []byte
 	header [9]byte
 	seen   int
 }
 
-func (c *helloBoundedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+func (c *helloBoundedConn) Read(p []byte) (n int, err error) {
+	if len(c.first) > 0 {
+		n = copy(p, c.first)
+		c.first = c.first[n:]
+	} else {
+		n, err = c.Conn.Read(p)
+	}
 	if c.seen < len(c.header) {
 		c.seen += copy(c.header[c.seen:], p[:n])
 		const recordHandshake, clientHello = 22, 1
