@@ -168,7 +168,7 @@ func freePort(t *testing.T) int {
 // serveTLS serves on loopback as Start does, with a handler that answers
 // "answered", and returns its listeners, where Serve's error will arrive,
 // and a client's TLS configuration.
-func serveTLS(t *testing.T) (*fairListener, *handshakeListener, <-chan error, *tls.Config) {
+func serveTLS(t *testing.T) (*fairListener, <-chan error, *tls.Config) {
 	t.Helper()
 	ca, err := fixtures.NewAuthority()
 	if err != nil {
@@ -182,19 +182,20 @@ func serveTLS(t *testing.T) (*fairListener, *handshakeListener, <-chan error, *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	tcp, err := listenFair("127.0.0.1:0", 4, 4)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := startHandshakes(&handshakeListener{inner: tcp, config: &tls.Config{Certificates: []tls.Certificate{cert}},
-		gate: &gate{max: 4, maxWaiting: 4}, slow: 30 * time.Second, timeout: 30 * time.Second})
+	l := newFairListener(inner, &tls.Config{Certificates: []tls.Certificate{cert}})
+	l.max, l.maxWaiting, l.handshakes, l.slow, l.timeout = 4, 4, &gate{max: 4, maxWaiting: 4}, 30*time.Second, 30*time.Second
+	go l.acceptInner()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "answered")
-	}), ConnState: tcp.track}
+	}), ConnState: l.track}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return tcp, l, served, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+	return l, served, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
 }
 
 // TestCloseServesHandshakesUnderWay closes the listeners while a
@@ -202,8 +203,8 @@ func serveTLS(t *testing.T) (*fairListener, *handshakeListener, <-chan error, *t
 // that new connections are refused, that the request on that connection is
 // still answered, and that Serve returns only then.
 func TestCloseServesHandshakesUnderWay(t *testing.T) {
-	tcp, l, served, client := serveTLS(t)
-	raw, err := net.Dial("tcp", tcp.Addr().String())
+	l, served, client := serveTLS(t)
+	raw, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if conn, err := net.Dial("tcp", tcp.Addr().String()); !errors.Is(err, syscall.ECONNREFUSED) {
+	if conn, err := net.Dial("tcp", l.Addr().String()); !errors.Is(err, syscall.ECONNREFUSED) {
 		if conn != nil {
 			conn.Close()
 		}
@@ -233,14 +234,17 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 }
 
 // TestFairListenerClose checks what Close does to the connections the
-// listener holds: one with a place is still returned by Accept, one waiting
-// is closed, and one arriving after Close is closed, holding no place.
+// listener holds: one with a place still reaches Accept, one waiting is
+// closed, and one arriving after Close is closed, holding no place.
 func TestFairListenerClose(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newFairListener(inner, 1, 1)
+	l := newFairListener(inner, nil)
+	l.max, l.maxWaiting = 1, 1
+	handOver(l)
+	go l.acceptInner()
 	conn := func() (*fairConn, *closeRecorder) {
 		r := &closeRecorder{}
 		return &fairConn{Conn: r, listener: l, address: "10.0.0.1", state: connActive}, r

@@ -98,9 +98,12 @@ func clientAddress(remote string) string {
 	return host
 }
 
-// fairListener accepts every connection at once, so that a new connection
-// of the API server's never waits in the kernel's backlog behind a flood of
-// another client's, and keeps at most max open. Beyond it, a newcomer takes
+// fairListener is the webhook port's one accept loop. It accepts every
+// connection at once, so that a new connection of the API server's never
+// waits in the kernel's backlog behind a flood of another client's, keeps
+// at most max open, makes each one's TLS handshake once the handshakes'
+// gate lets it (handshake), and hands net/http those whose handshake is
+// done. Beyond it, a newcomer takes
 // the place of the oldest connection of the address holding the most, when
 // that address would still hold more; otherwise it waits, unread, in a
 // queue of maxWaiting, oldest first, for the next place that frees: a lone
@@ -115,41 +118,63 @@ type fairListener struct {
 	open shares[*fairConn]
 	// waiting hold no place and have not been read, oldest first.
 	waiting []*fairConn
-	// admitted hold a place and are for Accept, in the order they got it.
-	admitted []*fairConn
-	// arrived has a value when admitted may have grown.
-	arrived chan struct{}
 	closed  chan struct{}
 	close   sync.Once
+
+	// config, handshakes, slow and timeout make each connection's TLS
+	// handshake: MaxHandshakes, SlowHandshake and HandshakeTimeout, or the tests' own.
+	config        *tls.Config
+	handshakes    *gate
+	slow, timeout time.Duration
+	// startHandshake starts a connection's handshake once it has a place:
+	// go handshake, or the tests' own.
+	startHandshake func(*fairConn)
+	// inFlight counts the connections with a place whose handshake is not
+	// done; done carries those whose handshake is, to Accept. It is closed
+	// once the TCP listener is, and none is in flight.
+	inFlight sync.WaitGroup
+	done     chan net.Conn
 	// unanswered counts the connections net/http serves that have sent no
 	// request yet (StateNew): the drain waits for them (track).
 	unanswered int
 }
 
-// listenFair listens on address for at most maxConns connections at once,
-// shared among client addresses, with maxWaiting more waiting for a place.
-func listenFair(address string, maxConns, maxWaiting int) (*fairListener, error) {
-	l, err := (&net.ListenConfig{Control: deferAccept}).Listen(context.Background(), "tcp", address)
+// listenTLS listens on address for TLS connections with config, at most
+// MaxConns at once, shared among client addresses, with MaxWaitingConns more
+// waiting for a place.
+func listenTLS(address string, config *tls.Config) (*fairListener, error) {
+	inner, err := (&net.ListenConfig{Control: deferAccept}).Listen(context.Background(), "tcp", address)
 	if err != nil {
 		return nil, err
 	}
-	fair := newFairListener(l, maxConns, maxWaiting)
-	go fair.acceptInner()
-	return fair, nil
+	l := newFairListener(inner, config)
+	go l.acceptInner()
+	return l, nil
 }
 
-func newFairListener(inner net.Listener, maxConns, maxWaiting int) *fairListener {
-	return &fairListener{Listener: inner, max: maxConns, maxWaiting: maxWaiting, arrived: make(chan struct{}, 1), closed: make(chan struct{})}
+// newFairListener returns a listener on inner with the package's bounds,
+// which acceptInner starts.
+func newFairListener(inner net.Listener, config *tls.Config) *fairListener {
+	l := &fairListener{Listener: inner, max: MaxConns, maxWaiting: MaxWaitingConns, closed: make(chan struct{}),
+		config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns},
+		slow: SlowHandshake, timeout: HandshakeTimeout, done: make(chan net.Conn)}
+	l.startHandshake = func(c *fairConn) { go l.handshake(c) }
+	return l
 }
 
 // acceptInner accepts from the inner listener until it is closed; a
-// connection waiting is handed to Accept when a place frees (release).
+// connection waiting gets its place when one frees (release).
 func (l *fairListener) acceptInner() {
+	defer func() {
+		// Closed: the handshakes under way still reach Accept, then it returns net.ErrClosed.
+		l.inFlight.Wait()
+		close(l.done)
+	}()
 	backoff := time.Duration(0)
 	for {
 		conn, err := l.Listener.Accept()
 		if errors.Is(err, net.ErrClosed) {
-			return // Close did it: Accept returns what holds a place, then net.ErrClosed
+			return
 		}
 		if err != nil {
 			// Too many open files, most likely: this loop backs off alone, as
@@ -168,29 +193,14 @@ func (l *fairListener) acceptInner() {
 	}
 }
 
-// Accept returns the next connection that has a place; once closed, those
-// that got one before Close, then net.ErrClosed.
+// Accept returns the next connection whose handshake is done; once
+// closed, those whose handshake was under way, then net.ErrClosed.
 func (l *fairListener) Accept() (net.Conn, error) {
-	for {
-		l.mu.Lock()
-		if len(l.admitted) > 0 {
-			c := l.admitted[0]
-			l.admitted = slices.Delete(l.admitted, 0, 1)
-			l.mu.Unlock()
-			return c, nil
-		}
-		l.mu.Unlock()
-		select {
-		case <-l.arrived:
-		case <-l.closed:
-			l.mu.Lock()
-			none := len(l.admitted) == 0
-			l.mu.Unlock()
-			if none {
-				return nil, net.ErrClosed
-			}
-		}
+	conn, ok := <-l.done
+	if !ok {
+		return nil, net.ErrClosed
 	}
+	return conn, nil
 }
 
 // arrive gives c a place, taking one from another address if need be, or
@@ -234,14 +244,11 @@ func (l *fairListener) wait(c *fairConn) {
 	l.waiting = append(l.waiting, c)
 }
 
-// admit gives c a place and hands it to Accept.
+// admit gives c a place and starts its handshake.
 func (l *fairListener) admit(c *fairConn) {
 	l.open.add(c.address, c)
-	l.admitted = append(l.admitted, c)
-	select {
-	case l.arrived <- struct{}{}:
-	default: // Accept has a wake-up pending already
-	}
+	l.inFlight.Add(1)
+	l.startHandshake(c)
 }
 
 // release gives c's place, if it still holds one, to the oldest connection waiting.
@@ -257,9 +264,9 @@ func (l *fairListener) release(c *fairConn) {
 	l.admit(next)
 }
 
-// Close stops accepting TCP connections. Those that hold a place are still
-// returned by Accept, for their server to serve: their client has sent its
-// request, or is sending it. Those waiting for a place are reset, as a full
+// Close stops accepting TCP connections. Those that hold a place still
+// reach Accept once their handshake is done, for their server to serve:
+// their client has sent its request, or is sending it. Those waiting for a place are reset, as a full
 // queue resets its oldest: no place will free for them before the shutdown.
 func (l *fairListener) Close() error {
 	l.mu.Lock()
@@ -273,8 +280,8 @@ func (l *fairListener) Close() error {
 }
 
 // track is the ConnState hook of the http.Server that serves l's
-// connections, through handshakeListener: net/http calls it as each
-// connection changes state, synchronously, so the table is current.
+// connections: net/http calls it as each connection changes state,
+// synchronously, so the table is current.
 func (l *fairListener) track(conn net.Conn, state http.ConnState) {
 	c := servedConn(conn)
 	if c == nil {

@@ -135,7 +135,10 @@ func TestFairListenerPlaces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newFairListener(nil, tt.max, tt.maxWaiting)
+			l := newFairListener(nil, nil)
+			l.max, l.maxWaiting = tt.max, tt.maxWaiting
+			var admitted []*fairConn
+			l.startHandshake = func(c *fairConn) { admitted = append(admitted, c) }
 			conns := map[string]*fairConn{}
 			recorders := map[string]*closeRecorder{}
 			names := func(cs []*fairConn) (got []string) {
@@ -159,14 +162,14 @@ func TestFairListenerPlaces(t *testing.T) {
 					l.release(conns[step.closes]) // as its Close does, which the test does not record
 				}
 				got := step
-				got.admitted, got.waiting, got.closed = names(l.admitted), names(l.waiting), nil
+				got.admitted, got.waiting, got.closed = names(admitted), names(l.waiting), nil
 				for name, r := range recorders {
 					if r.closed {
 						got.closed = append(got.closed, name)
 					}
 				}
 				slices.Sort(got.closed)
-				l.admitted = nil // as Accept takes them
+				admitted = nil
 				if diff := cmp.Diff(step, got, cmp.AllowUnexported(step), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("step %d (-want +got):\n%s", i, diff)
 				}
@@ -182,10 +185,14 @@ func TestFairListenerPlaces(t *testing.T) {
 // the bound from the only address is not closed but waits, unread, and is
 // returned by Accept with what its client sent once a place frees.
 func TestFairListenerWaitingUnread(t *testing.T) {
-	l, err := listenFair("127.0.0.1:0", 1, 1)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := newFairListener(inner, nil)
+	l.max, l.maxWaiting = 1, 1
+	handOver(l)
+	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })
 	dial := func(data string) {
 		c, err := net.Dial("tcp", l.Addr().String())
@@ -232,7 +239,7 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 // sent no request is counted unanswered, and no longer once it has; it is
 // idle once answered, and holds no place once closed.
 func TestConnectionStates(t *testing.T) {
-	tcp, _, _, client := serveTLS(t)
+	tcp, _, client := serveTLS(t)
 	table := func() (unanswered int, states []connState) {
 		tcp.mu.Lock()
 		defer tcp.mu.Unlock()
@@ -297,7 +304,8 @@ func TestAcceptErrorsStayInside(t *testing.T) {
 		defer client.Close()
 		inner := &failingListener{conns: make(chan net.Conn, 1), closed: make(chan struct{})}
 		inner.conns <- server
-		l := newFairListener(inner, 4, 4)
+		l := newFairListener(inner, nil)
+		handOver(l)
 		go l.acceptInner()
 		if c, err := l.Accept(); err != nil || c.(*fairConn).Conn != server {
 			t.Fatalf("Accept = %v, %v; want the connection accepted before the errors", c, err)
@@ -311,4 +319,15 @@ func TestAcceptErrorsStayInside(t *testing.T) {
 		}
 		synctest.Wait()
 	})
+}
+
+// handOver has l hand each connection that gets a place to Accept as it
+// is, without a handshake.
+func handOver(l *fairListener) {
+	l.startHandshake = func(c *fairConn) {
+		go func() {
+			defer l.inFlight.Done()
+			l.done <- c
+		}()
+	}
 }

@@ -235,11 +235,10 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		}()
 	}
 
-	tcp, err := listenFair(s.address(), MaxConns, MaxWaitingConns)
+	listener, err := listenTLS(s.address(), cfg)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.address(), err)
 	}
-	listener := newHandshakeListener(tcp, cfg)
 	srv := &http.Server{
 		Handler:           s.closeWhileDraining(s.WebhookMux()),
 		MaxHeaderBytes:    MaxHeaderBytes,
@@ -249,7 +248,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		IdleTimeout:       IdleTimeout,
 		// Requests keep their context through the drain: it ends with the server, not with ctx.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ConnState:   tcp.track,
+		ConnState:   listener.track,
 		ErrorLog:    errorLog(log),
 	}
 	served := make(chan error, 1)
@@ -286,7 +285,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	if err := <-served; !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("serving the webhook: %w", err)
 	}
-	tcp.waitForUnanswered(shutdownCtx)
+	listener.waitForUnanswered(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutting down the webhook: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,113 +50,47 @@ func init() {
 	metrics.Registry.MustRegister(tlsHandshakeErrors)
 }
 
-// handshakeListener hands on TLS connections whose handshake is done, each
-// made in a goroutine of its own once the gate lets it.
-type handshakeListener struct {
-	inner  net.Listener
-	config *tls.Config
-	// gate holds the handshakes in progress, each for at most slow: MaxHandshakes and SlowHandshake, or the tests' own.
-	gate    *gate
-	slow    time.Duration
-	timeout time.Duration
-
-	// done carries the connections whose handshake is done; it is closed
-	// once inner is closed and no handshake is in flight.
-	done chan net.Conn
-	// inFlight counts the handshakes under way.
-	inFlight sync.WaitGroup
-}
-
-// newHandshakeListener accepts from inner, which bounds the connections, and
-// returns the connections that complete a handshake with config.
-func newHandshakeListener(inner net.Listener, config *tls.Config) *handshakeListener {
-	return startHandshakes(&handshakeListener{inner: inner, config: config, timeout: HandshakeTimeout, slow: SlowHandshake,
-		gate: &gate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns}})
-}
-
-// startHandshakes starts l accepting.
-func startHandshakes(l *handshakeListener) *handshakeListener {
-	l.done = make(chan net.Conn)
-	go l.accept()
-	return l
-}
-
-func (l *handshakeListener) accept() {
-	for {
-		conn, err := l.inner.Accept()
-		if err != nil {
-			// Closed (inner retries any other error itself): the handshakes under way still reach Accept.
-			l.inFlight.Wait()
-			close(l.done)
-			return
-		}
-		l.inFlight.Add(1)
-		go l.handshake(conn)
-	}
-}
-
-// handshake makes conn's handshake once the gate lets it, and hands it to
+// handshake makes c's handshake once the gate lets it, and hands it to
 // Accept before its deadline.
-func (l *handshakeListener) handshake(conn net.Conn) {
+func (l *fairListener) handshake(c *fairConn) {
 	defer l.inFlight.Done()
 	deadline := time.Now().Add(l.timeout)
-	_ = conn.SetDeadline(deadline)
+	_ = c.SetDeadline(deadline)
 	// A connection that sends nothing takes no place among the handshakes.
 	first := make([]byte, 1)
-	if _, err := io.ReadFull(conn, first); err != nil {
+	if _, err := io.ReadFull(c, first); err != nil {
 		tlsHandshakeErrors.Inc()
-		_ = conn.Close()
+		_ = c.Close()
 		return
 	}
-	if c, ok := conn.(*fairConn); ok {
-		c.listener.sentByte(c)
-	}
-	ticket, err := l.gate.enter(clientAddress(conn.RemoteAddr().String()), deadline)
+	l.sentByte(c)
+	ticket, err := l.handshakes.enter(c.address, deadline)
 	if err != nil {
 		tlsHandshakeErrors.Inc()
-		_ = conn.Close()
+		_ = c.Close()
 		return
 	}
 	if slow := time.Now().Add(l.slow); slow.Before(deadline) {
 		deadline = slow
 	}
-	_ = conn.SetDeadline(deadline)
-	tlsConn := tls.Server(&helloBoundedConn{Conn: conn, first: first}, l.config)
+	_ = c.SetDeadline(deadline)
+	tlsConn := tls.Server(&helloBoundedConn{Conn: c, first: first}, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
-	l.gate.leave(ticket)
+	l.handshakes.leave(ticket)
 	if err != nil {
 		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one that sent nothing within slow
-		_ = conn.Close()
+		_ = c.Close()
 		return
 	}
-	_ = conn.SetDeadline(time.Time{}) // http.Server sets its own
+	_ = c.SetDeadline(time.Time{}) // http.Server sets its own
 	abandoned := time.NewTimer(time.Until(deadline))
 	defer abandoned.Stop()
 	select {
 	case l.done <- tlsConn:
 	case <-abandoned.C: // nothing calls Accept any more: its server has stopped
-		_ = conn.Close()
+		_ = c.Close()
 	}
 }
-
-// Accept returns the next connection whose handshake is done; once closed,
-// those whose handshake was under way, then net.ErrClosed.
-func (l *handshakeListener) Accept() (net.Conn, error) {
-	conn, ok := <-l.done
-	if !ok {
-		return nil, net.ErrClosed
-	}
-	return conn, nil
-}
-
-// Close stops accepting TCP connections; the handshakes under way go on,
-// and their connections reach Accept.
-func (l *handshakeListener) Close() error {
-	return l.inner.Close()
-}
-
-// Addr is the address the listener listens on.
-func (l *handshakeListener) Addr() net.Addr { return l.inner.Addr() }
 
 // errHelloTooLarge refuses a ClientHello longer than MaxClientHelloBytes.
 var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes", MaxClientHelloBytes)

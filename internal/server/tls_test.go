@@ -15,7 +15,7 @@ import (
 // startTestHandshakes serves TLS handshakes on loopback with max places and
 // slow as the time a handshake may take once it has one, and returns the
 // address and a client's configuration.
-func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*handshakeListener, string, *tls.Config) {
+func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*fairListener, string, *tls.Config) {
 	t.Helper()
 	ca, err := fixtures.NewAuthority()
 	if err != nil {
@@ -33,8 +33,9 @@ func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := startHandshakes(&handshakeListener{inner: tcp, config: &tls.Config{Certificates: []tls.Certificate{cert}},
-		gate: &gate{max: maxHandshakes, maxWaiting: 64}, slow: slow, timeout: 30 * time.Second})
+	l := newFairListener(tcp, &tls.Config{Certificates: []tls.Certificate{cert}})
+	l.handshakes, l.slow, l.timeout = &gate{max: maxHandshakes, maxWaiting: 64}, slow, 30*time.Second
+	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })
 	// The server side of a handshake ends with the client's first read.
 	go func() {
@@ -103,12 +104,12 @@ func TestHandshakesInProgressAreBounded(t *testing.T) {
 }
 
 // waitForHandshakes waits until n handshakes are in progress.
-func waitForHandshakes(t *testing.T, l *handshakeListener, n int) {
+func waitForHandshakes(t *testing.T, l *fairListener, n int) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		l.gate.mu.Lock()
-		defer l.gate.mu.Unlock()
-		return l.gate.running.total == n, nil
+		l.handshakes.mu.Lock()
+		defer l.handshakes.mu.Unlock()
+		return l.handshakes.running.total == n, nil
 	})
 	if err != nil {
 		t.Fatalf("waiting for %d handshakes in progress: %v", n, err)
