@@ -21,6 +21,7 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/version"
 )
 
@@ -52,7 +53,7 @@ func main() {
 	zapOpts.BindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on a bad flag
 
-	ctrl.SetLogger(server.BoundedLogger(zap.New(zap.UseFlagOptions(&zapOpts))))
+	ctrl.SetLogger(truncate.Logger(zap.New(zap.UseFlagOptions(&zapOpts))))
 	if err := serve(cfg, opts); err != nil {
 		ctrl.Log.Error(err, "webhook stopped")
 		os.Exit(1)
@@ -61,7 +62,7 @@ func main() {
 
 func serve(cfg server.Config, opts mutate.Options) error {
 	// The Go runtime's soft memory limit, from the container's (see config/manager).
-	memoryLimit, err := server.SetMemoryLimit(os.Getenv(server.MemoryLimitEnv))
+	memoryLimit, err := setMemoryLimit(os.Getenv(memoryLimitEnv))
 	if err != nil {
 		return err
 	}

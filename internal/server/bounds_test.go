@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,9 +10,6 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
-	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestHelloBoundedConn checks that a ClientHello declaring more than
@@ -97,29 +93,5 @@ func TestProbeServerBoundsHeaders(t *testing.T) {
 				t.Errorf("status %d, want %d", resp.StatusCode, tt.want)
 			}
 		})
-	}
-}
-
-// TestBoundedLogger checks that long messages and values are truncated, whatever their type.
-func TestBoundedLogger(t *testing.T) {
-	long := strings.Repeat("<", 3*MaxLogValueBytes)
-	want := fmt.Sprintf("%s… (%d bytes)", strings.Repeat("<", MaxLogValueBytes), len(long))
-	var got map[string]any
-	sink := funcr.NewJSON(func(obj string) {
-		if err := json.Unmarshal([]byte(obj), &got); err != nil {
-			t.Fatal(err)
-		}
-	}, funcr.Options{})
-	log := BoundedLogger(sink).WithValues("uid", types.UID(long))
-	log.Info(long, "string", long, "error", errors.New(long), "list", []string{long}, "short", "kept", "number", 1)
-	for key, value := range map[string]any{"msg": want, "uid": want, "string": want, "error": want,
-		"list": []any{want}, "short": "kept", "number": float64(1)} {
-		if diff := cmp.Diff(value, got[key]); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", key, diff)
-		}
-	}
-	log.Error(errors.New(long), "failed")
-	if diff := cmp.Diff(want, got["error"]); diff != "" {
-		t.Errorf("Error's error (-want +got):\n%s", diff)
 	}
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"log"
 	"net/http"
 	"time"
 
@@ -24,4 +26,18 @@ func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          errorLog(logger),
 	}
+}
+
+// errorLog is an http.Server's ErrorLog, which writes what net/http has to
+// say (an accept that failed, a panic) to log, whose sampling bounds a
+// flood of it.
+func errorLog(logger logr.Logger) *log.Logger {
+	return log.New(logWriter(logger), "", 0)
+}
+
+type logWriter logr.Logger
+
+func (w logWriter) Write(p []byte) (int, error) {
+	logr.Logger(w).Info("net/http", "error", string(bytes.TrimSpace(p)))
+	return len(p), nil
 }

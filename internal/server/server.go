@@ -7,7 +7,7 @@
 // The server bounds what any client can make it hold, a file a layer:
 // connections (connections.go), ClientHellos and TLS handshakes (tls.go),
 // bodies and requests in flight (limits.go), the probe and metrics ports
-// (probes.go), log lines and net/http's error log (logging.go). On the
+// and net/http's error log (probes.go). On the
 // webhook port it shares connections, handshakes and requests among client
 // addresses (fair.go, gate.go), so that a flood from one leaves the API server its
 // share. On shutdown it turns unready, drains and finishes the requests in

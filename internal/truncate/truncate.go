@@ -2,7 +2,7 @@
 // annotation, a library's error that quotes the body) before it goes into
 // an answer or a log line. It is the one truncator: every bounded text ends
 // alike, with its first bytes, an ellipsis and its whole length, so that a
-// reader knows how much was left out.
+// reader knows how much was left out. Logger applies it to every log line.
 package truncate
 
 import (

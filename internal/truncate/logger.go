@@ -1,14 +1,10 @@
-package server
+package truncate
 
 import (
-	"bytes"
 	"fmt"
-	"log"
 	"reflect"
 
 	"github.com/go-logr/logr"
-
-	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 )
 
 // MaxLogValueBytes bounds each value of a log line, and its message: what a
@@ -16,9 +12,9 @@ import (
 // library's error that quotes the body), and no client may fill the logs.
 const MaxLogValueBytes = 1024
 
-// BoundedLogger returns base with every message and value truncated to
+// Logger returns base with every message and value truncated to
 // MaxLogValueBytes, as text.
-func BoundedLogger(base logr.Logger) logr.Logger {
+func Logger(base logr.Logger) logr.Logger {
 	return logr.New(boundedSink{base.GetSink()})
 }
 
@@ -89,18 +85,4 @@ type truncatedError struct{ error }
 func (e truncatedError) Error() string { return truncated(e.error.Error()) }
 
 // truncated is s truncated to MaxLogValueBytes.
-func truncated(s string) string { return truncate.String(s, MaxLogValueBytes) }
-
-// errorLog is an http.Server's ErrorLog, which writes what net/http has to
-// say (an accept that failed, a panic) to log, whose sampling bounds a
-// flood of it.
-func errorLog(logger logr.Logger) *log.Logger {
-	return log.New(logWriter(logger), "", 0)
-}
-
-type logWriter logr.Logger
-
-func (w logWriter) Write(p []byte) (int, error) {
-	logr.Logger(w).Info("net/http", "error", string(bytes.TrimSpace(p)))
-	return len(p), nil
-}
+func truncated(s string) string { return String(s, MaxLogValueBytes) }

@@ -1,4 +1,4 @@
-package server
+package main
 
 import (
 	"runtime/debug"
@@ -23,9 +23,9 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("GOMEMLIMIT", tt.gomemlimit)
 			debug.SetMemoryLimit(previous)
-			got, err := SetMemoryLimit(tt.containerLimit)
+			got, err := setMemoryLimit(tt.containerLimit)
 			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Fatalf("SetMemoryLimit(%q) = %d, %v; want %d, error %t", tt.containerLimit, got, err, tt.want, tt.wantErr)
+				t.Fatalf("setMemoryLimit(%q) = %d, %v; want %d, error %t", tt.containerLimit, got, err, tt.want, tt.wantErr)
 			}
 			want := tt.want
 			if want == 0 {
