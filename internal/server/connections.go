@@ -1,44 +1,42 @@
 package server
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
 
 	"golang.org/x/net/netutil"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// The bounds on connections. Each port has its own bound, so that no flood
-// of one starves another (the kubelet's probes above all).
+// The bounds on connections. Each port has its own, so that no flood of one
+// starves another (the kubelet's probes above all).
 const (
-	// MaxConns bounds the webhook's open connections, shared among client
-	// addresses (fair.go): the webhook port accepts every connection at
-	// once, so that none of the API server's waits in the kernel's backlog
-	// behind a flood, and beyond the bound a newcomer takes the place of
-	// the flooding address's oldest, or waits (MaxWaitingConns). The API
-	// servers keep a few keep-alive connections each, and at most
-	// MaxInFlight requests are decided or waiting; the rest is for slow
-	// clients' connections (which hold no body memory while they wait, see
-	// MaxBufferedBytes).
+	// MaxConns bounds the webhook port's open connections, shared among
+	// client addresses (givesWay). The API servers keep a few keep-alive
+	// connections each, and at most MaxInFlight requests are decided or
+	// waiting; the rest is for slow clients (which hold no body memory while
+	// they wait, see MaxBufferedBytes).
 	MaxConns = 512
 
-	// MaxWaitingConns bounds the webhook port's connections waiting, unread,
-	// for a place among MaxConns, when their address already holds the most
-	// (fair.go): a lone API server's burst beyond MaxConns is served as
-	// places free, as the kernel's backlog used to serve it, instead of
-	// refused. When the queue is full its oldest is reset. With MaxConns and
-	// the probe and metrics ports' MaxProbeConns each (512 + 2 × 192 + 64 =
-	// 960) it leaves 64 of a file-descriptor limit of 1,024 for the
-	// process's own (listeners, epoll, standard streams, the certificate
-	// watcher's), a dozen of them: 128 would leave none.
+	// MaxWaitingConns bounds the connections waiting, unread, for a place
+	// when none gives way: a lone API server's burst is served as places
+	// free, instead of refused; when the queue is full its oldest is reset.
+	// With MaxConns and the other ports' MaxProbeConns (512 + 2 × 192 + 64
+	// = 960), it leaves 64 of a file-descriptor limit of 1,024 for the
+	// process's own, a dozen: 128 would leave none.
 	MaxWaitingConns = 64
 
 	// MaxProbeConns bounds the open connections of the probe and metrics
-	// ports, each; one beyond waits in the kernel's listen backlog,
-	// unaccepted, where it costs the process neither memory nor a file
-	// descriptor. The kubelet and Prometheus open one at a time, but a
-	// connection refused a header holds its place for half a second
-	// (net/http waits for the client to read the refusal): places for a
-	// flood of them beside the kubelet. The three ports' bounds together,
-	// with MaxWaitingConns, leave 64 of a file-descriptor limit of 1,024.
+	// ports, each; one beyond waits in the kernel's listen backlog, where it
+	// costs neither memory nor a file descriptor. A connection refused a
+	// header holds its place for half a second: places for a flood of them
+	// beside the kubelet.
 	MaxProbeConns = 192
 )
 
@@ -49,4 +47,336 @@ func listen(address string, maxConns int) (net.Listener, error) {
 		return nil, err
 	}
 	return netutil.LimitListener(l, maxConns), nil
+}
+
+// fairListener is the webhook port's one accept loop and its one table of
+// connections. It accepts every connection at once, so that the API
+// server's never waits in the kernel's backlog behind a flood, keeps at
+// most max, by client address, with what each does as net/http reports it
+// (track), makes each one's TLS handshake once the handshakes' gate lets it
+// (handshake), and hands net/http those done. Beyond max a newcomer takes
+// the place of the connection that gives way (givesWay), or waits, unread,
+// in a queue of maxWaiting for the next place that frees.
+type fairListener struct {
+	net.Listener
+	max, maxWaiting int
+
+	mu   sync.Mutex
+	open shares[*fairConn]
+	// waiting hold no place and have not been read, oldest first.
+	waiting []*fairConn
+	// unanswered counts the connections served that have sent no request.
+	unanswered int
+	closed     chan struct{}
+	close      sync.Once
+
+	// config, handshakes, slow and timeout make the handshakes:
+	// MaxHandshakes, SlowHandshake and HandshakeTimeout, or the tests' own.
+	config        *tls.Config
+	handshakes    *gate
+	slow, timeout time.Duration
+	// startHandshake starts a handshake: go handshake, or the tests' own.
+	startHandshake func(*fairConn)
+	// inFlight counts the connections with a place whose handshake is not
+	// done; done carries those done to Accept, and is closed once the TCP
+	// listener is and none is in flight.
+	inFlight sync.WaitGroup
+	done     chan net.Conn
+}
+
+// listenTLS listens on address for TLS connections with config.
+func listenTLS(address string, config *tls.Config) (*fairListener, error) {
+	inner, err := (&net.ListenConfig{Control: deferAccept}).Listen(context.Background(), "tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	l := newFairListener(inner, config)
+	go l.acceptInner()
+	return l, nil
+}
+
+// newFairListener returns a listener on inner with the package's bounds, for acceptInner.
+func newFairListener(inner net.Listener, config *tls.Config) *fairListener {
+	l := &fairListener{Listener: inner, max: MaxConns, maxWaiting: MaxWaitingConns, closed: make(chan struct{}),
+		config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns},
+		slow: SlowHandshake, timeout: HandshakeTimeout, done: make(chan net.Conn)}
+	l.startHandshake = func(c *fairConn) { go l.handshake(c) }
+	return l
+}
+
+// acceptInner accepts until the TCP listener is closed, then waits for the
+// handshakes under way to reach Accept.
+func (l *fairListener) acceptInner() {
+	defer func() {
+		l.inFlight.Wait()
+		close(l.done)
+	}()
+	backoff := time.Duration(0)
+	for {
+		conn, err := l.Listener.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// Too many open files, most likely: this loop backs off alone,
+			// while the connections accepted and net/http's Serve go on.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-l.closed:
+				return
+			}
+			continue
+		}
+		backoff = 0
+		l.arrive(&fairConn{Conn: conn, listener: l, address: clientAddress(conn.RemoteAddr().String())})
+	}
+}
+
+// Accept returns the next connection whose handshake is done; once closed,
+// those whose handshake was under way, then net.ErrClosed.
+func (l *fairListener) Accept() (net.Conn, error) {
+	conn, ok := <-l.done
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return conn, nil
+}
+
+// arrive gives c a place, the place of the connection that gives way if
+// need be, or queues it. After Close it resets c, as the kernel resets the
+// connections still in its backlog.
+func (l *fairListener) arrive(c *fairConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+		c.reset()
+		return
+	default:
+	}
+	if l.open.total >= l.max {
+		victim := l.givesWay(c.address)
+		if victim == nil {
+			l.wait(c)
+			return
+		}
+		l.open.remove(victim.address, victim)
+		l.setState(victim, connClosed)
+		victim.reset() // its own Close then finds it gone, and frees no place for the waiting
+	}
+	l.admit(c)
+}
+
+// givesWay is the port's one rule, the gate's too: when every place is
+// taken, the address holding the most gives way. It loses first what does
+// no work: a connection that has sent no byte, then one with no request
+// yet, then one idle between requests, the oldest among equals. Only when
+// it holds none of those does it lose its oldest, and only to an address
+// that would still hold less. nil: nobody gives way, and the newcomer waits.
+func (l *fairListener) givesWay(newcomer string) *fairConn {
+	heaviest := l.open.heaviest()
+	held := l.open.byAddress[heaviest]
+	var victim *fairConn
+	for _, c := range held {
+		if rank := doesNoWork[c.state]; rank > 0 && (victim == nil || rank < doesNoWork[victim.state]) {
+			victim = c
+		}
+	}
+	if victim == nil && heaviest != newcomer && len(held) > l.open.count(newcomer)+1 {
+		victim = held[0]
+	}
+	return victim
+}
+
+// wait puts c at the end of the queue, resetting the queue's oldest when it is full.
+func (l *fairListener) wait(c *fairConn) {
+	if l.maxWaiting == 0 {
+		c.reset()
+		return
+	}
+	if len(l.waiting) >= l.maxWaiting {
+		l.waiting[0].reset()
+		l.waiting = slices.Delete(l.waiting, 0, 1)
+	}
+	l.waiting = append(l.waiting, c)
+}
+
+// admit gives c a place and starts its handshake.
+func (l *fairListener) admit(c *fairConn) {
+	l.open.add(c.address, c)
+	l.inFlight.Add(1)
+	l.startHandshake(c)
+}
+
+// release gives c's place, if it still holds one, to the oldest connection waiting.
+func (l *fairListener) release(c *fairConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setState(c, connClosed)
+	if !l.open.remove(c.address, c) || len(l.waiting) == 0 {
+		return
+	}
+	next := l.waiting[0]
+	l.waiting = slices.Delete(l.waiting, 0, 1)
+	l.admit(next)
+}
+
+// Close stops accepting TCP connections. Those that hold a place still reach
+// Accept once their handshake is done: their client has sent its request,
+// or is sending it. Those waiting for a place are reset: none will free for
+// them before the shutdown.
+func (l *fairListener) Close() error {
+	l.mu.Lock()
+	l.close.Do(func() { close(l.closed) })
+	for _, c := range l.waiting {
+		c.reset()
+	}
+	l.waiting = nil
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// connState is what a connection does, from its accept to its close: the
+// first two before net/http serves it, the others as net/http reports them.
+type connState int
+
+const (
+	connSilent    connState = iota // has sent no byte
+	connHandshake                  // has sent a byte: its handshake waits or is under way
+	connNew                        // served, no request yet
+	connActive                     // carries a request
+	connIdle                       // kept alive between requests
+	connClosed
+)
+
+// doesNoWork ranks the states of the connections that do nothing for
+// their client, in the order they give way (givesWay).
+var doesNoWork = map[connState]int{connSilent: 1, connNew: 2, connIdle: 3}
+
+// track is the ConnState hook of the http.Server that serves l: net/http
+// calls it synchronously as each connection changes state.
+func (l *fairListener) track(conn net.Conn, state http.ConnState) {
+	tlsConn, ok := conn.(*tls.Conn)
+	if !ok {
+		return
+	}
+	bounded, ok := tlsConn.NetConn().(*helloBoundedConn)
+	if !ok {
+		return
+	}
+	c, ok := bounded.Conn.(*fairConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setState(c, map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
+		http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}[state])
+}
+
+// setState records c's state, and counts the connections with no request yet.
+func (l *fairListener) setState(c *fairConn, state connState) {
+	if c.state == connNew {
+		l.unanswered--
+	}
+	if c.state = state; state == connNew {
+		l.unanswered++
+	}
+}
+
+// sentByte records that c has sent its first byte.
+func (l *fairListener) sentByte(c *fairConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.state == connSilent {
+		l.setState(c, connHandshake)
+	}
+}
+
+// waitForUnanswered returns once every connection served has sent a
+// request or closed, or when ctx ends.
+func (l *fairListener) waitForUnanswered(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.unanswered == 0, nil
+	})
+}
+
+// fairConn is a connection fairListener counts until it is closed.
+type fairConn struct {
+	net.Conn
+	listener *fairListener
+	address  string
+	state    connState
+}
+
+// reset closes c for another with a reset: the kernel frees it at once,
+// where an orderly close would hold it for the exchange of FINs, which a
+// flood of connections makes the webhook pay.
+func (c *fairConn) reset() {
+	if tcp, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	_ = c.Conn.Close()
+}
+
+func (c *fairConn) Close() error {
+	c.listener.release(c)
+	return c.Conn.Close()
+}
+
+// shares is what each client address holds, oldest first.
+type shares[T comparable] struct {
+	byAddress map[string][]T
+	total     int
+}
+
+func (s *shares[T]) add(address string, t T) {
+	if s.byAddress == nil {
+		s.byAddress = map[string][]T{}
+	}
+	s.byAddress[address] = append(s.byAddress[address], t)
+	s.total++
+}
+
+// remove removes t, and says whether it was held.
+func (s *shares[T]) remove(address string, t T) bool {
+	held := s.byAddress[address]
+	i := slices.Index(held, t)
+	if i < 0 {
+		return false
+	}
+	if held = slices.Delete(held, i, i+1); len(held) == 0 {
+		delete(s.byAddress, address)
+	} else {
+		s.byAddress[address] = held
+	}
+	s.total--
+	return true
+}
+
+// count is how many address holds.
+func (s *shares[T]) count(address string) int { return len(s.byAddress[address]) }
+
+// heaviest is the address holding the most; ties go to the smaller
+// address, so that the choice does not depend on the map's order.
+func (s *shares[T]) heaviest() (address string) {
+	most := 0
+	for a, held := range s.byAddress {
+		if len(held) > most || len(held) == most && a < address {
+			address, most = a, len(held)
+		}
+	}
+	return address
+}
+
+// clientAddress is the address part of a remote address: the client's IP.
+func clientAddress(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
 }

@@ -64,7 +64,7 @@ func (g *gate) queue(address string) *ticket {
 	g.waiting.add(address, t)
 	if g.waiting.total > g.maxWaiting {
 		heaviest := g.waiting.heaviest()
-		oldest := g.waiting.oldestOf(heaviest)
+		oldest := g.waiting.byAddress[heaviest][0]
 		g.waiting.remove(heaviest, oldest)
 		oldest.let <- errGateFull
 	}

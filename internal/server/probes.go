@@ -2,11 +2,17 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"log"
 	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few hundred
@@ -40,4 +46,38 @@ type logWriter logr.Logger
 func (w logWriter) Write(p []byte) (int, error) {
 	logr.Logger(w).Info("net/http", "error", string(bytes.TrimSpace(p)))
 	return len(p), nil
+}
+
+// addProbes adds to mgr the servers of cfg's probe and metrics ports:
+// /readyz is ready once the webhook listens, so no request reaches a pod
+// that cannot answer it, and no longer once it drains.
+func addProbes(mgr manager.Manager, cfg Config, ready healthz.Checker) error {
+	probes := http.NewServeMux()
+	for name, checks := range map[string]map[string]healthz.Checker{
+		"/healthz": {"ping": healthz.Ping},
+		"/readyz":  {"webhook": ready},
+	} {
+		handler := http.StripPrefix(name, &healthz.Handler{Checks: checks})
+		probes.Handle(name, handler)
+		probes.Handle(name+"/", handler)
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	for name, serve := range map[string]struct {
+		address string
+		handler http.Handler
+	}{"health probe": {cfg.HealthProbeBindAddress, probes}, "metrics": {cfg.MetricsBindAddress, metricsMux}} {
+		if serve.address == "0" || serve.address == "" {
+			continue
+		}
+		listener, err := listen(serve.address, MaxProbeConns)
+		if err != nil {
+			return fmt.Errorf("listening for the %s server on %s: %w", name, serve.address, err)
+		}
+		server := probeServer(serve.handler, ctrl.Log.WithName(name))
+		if err := mgr.Add(&manager.Server{Name: name, Server: server, Listener: listener}); err != nil {
+			return fmt.Errorf("adding the %s server: %w", name, err)
+		}
+	}
+	return nil
 }

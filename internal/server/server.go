@@ -1,29 +1,24 @@
 // Package server assembles the webhook's plumbing: a controller-runtime
 // manager that serves an admission handler over TLS, health probes and
 // metrics. The binary, the envtest suites and the benchmarks' no-op webhook
-// all build it with New, so the tests run the same server a cluster does and
-// the benchmark compares handlers on the same plumbing.
+// all build it with New, so the tests run the same server a cluster does.
 //
-// The server bounds what any client can make it hold, a file a layer:
-// connections (connections.go), ClientHellos and TLS handshakes (tls.go),
-// bodies and requests in flight (limits.go), the probe and metrics ports
-// and net/http's error log (probes.go). On the
-// webhook port it shares connections, handshakes and requests among client
-// addresses (fair.go, gate.go), so that a flood from one leaves the API server its
-// share. On shutdown it turns unready, drains and finishes the requests in
-// flight. Its TLS configuration is built from controller-runtime's
-// webhook.Options as the library's own server builds it (tlsconfig.go), so
-// that ClientCAName can require the API server's client certificate.
+// It bounds what any client can make it hold, a file a layer: the webhook
+// port's one accept loop and table of connections (connections.go), the
+// gate that holds handshakes and reviews being decided (gate.go), TLS, its
+// configuration from controller-runtime's webhook.Options and the
+// handshakes (tls.go), bodies and requests in flight (limits.go), the
+// drain (drain.go), the probe and metrics ports (probes.go). What the port
+// holds is shared among client addresses by one rule, givesWay: the address
+// holding the most gives way, so that a flood from one leaves the API
+// server its share.
 package server
 
 import (
 	"context"
-	"crypto"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -31,30 +26,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
-
-// DefaultShutdownDrain is how long the webhook keeps serving after SIGTERM by
-// default: long enough for the API server and kube-proxy to stop sending to
-// a terminating pod. With ShutdownTimeout and a margin for the process to
-// exit it fits the Deployment's terminationGracePeriodSeconds (30), after
-// which the kubelet kills the process.
-const DefaultShutdownDrain = 15 * time.Second
-
-// ShutdownTimeout bounds the wait, after the drain, for the requests in
-// flight to finish: none takes longer than WriteTimeout, and the API server
-// has given up on one long before.
-const ShutdownTimeout = 10 * time.Second
 
 // Config is the server's settings, one per flag of cmd/webhook.
 type Config struct {
@@ -160,34 +140,8 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		return nil, err
 	}
 
-	probes := http.NewServeMux()
-	// Ready only once the webhook listens, so no request reaches a pod
-	// that cannot answer it, and no longer once it drains.
-	for name, checks := range map[string]map[string]healthz.Checker{
-		"/healthz": {"ping": healthz.Ping},
-		"/readyz":  {"webhook": webhookServer.StartedChecker()},
-	} {
-		handler := http.StripPrefix(name, &healthz.Handler{Checks: checks})
-		probes.Handle(name, handler)
-		probes.Handle(name+"/", handler)
-	}
-	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	for name, serve := range map[string]struct {
-		address string
-		handler http.Handler
-	}{"health probe": {cfg.HealthProbeBindAddress, probes}, "metrics": {cfg.MetricsBindAddress, metricsMux}} {
-		if serve.address == "0" || serve.address == "" {
-			continue
-		}
-		listener, err := listen(serve.address, MaxProbeConns)
-		if err != nil {
-			return nil, fmt.Errorf("listening for the %s server on %s: %w", name, serve.address, err)
-		}
-		log := ctrl.Log.WithName(name)
-		if err := mgr.Add(&manager.Server{Name: name, Server: probeServer(serve.handler, log), Listener: listener}); err != nil {
-			return nil, fmt.Errorf("adding the %s server: %w", name, err)
-		}
+	if err := addProbes(mgr, cfg, webhookServer.StartedChecker()); err != nil {
+		return nil, err
 	}
 	return mgr, nil
 }
@@ -198,7 +152,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 // and it stops accepting connections the moment its context ends. The
 // embedded DefaultServer is never started: it registers and instruments the
 // hooks (the controller_runtime_webhook_* metrics) on the mux served here,
-// and holds the Options the TLS configuration is built from (tlsconfig.go).
+// and holds the Options the TLS configuration is built from (tls.go).
 type boundedServer struct {
 	*webhook.DefaultServer
 	config Config
@@ -261,101 +215,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		return fmt.Errorf("serving the webhook: %w", err)
 	case <-ctx.Done():
 	}
-	s.draining.Store(true)
-	log.Info("draining: unready, still serving", "for", s.config.ShutdownDrain)
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving the webhook: %w", err)
-	case <-s.drainDone(s.config.ShutdownDrain):
-	}
-	log.Info("shutting down: no new connections, finishing the requests in flight", "within", ShutdownTimeout)
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
-	defer cancel()
-	// net/http's Shutdown closes, unanswered, a connection whose first
-	// request it reads after it began. So: every answer closes its
-	// connection from now on, the listener closes, and the connections it
-	// accepted send their request (or are closed at ReadHeaderTimeout) before
-	// Shutdown waits for the answers in flight. Closing stops the TCP
-	// listener only: Serve returns once the handshakes under way, whose
-	// client may have sent its request already (TLS 1.3), have reached it.
-	srv.SetKeepAlivesEnabled(false)
-	if err := listener.Close(); err != nil {
-		return fmt.Errorf("closing the webhook's listener: %w", err)
-	}
-	if err := <-served; !errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("serving the webhook: %w", err)
-	}
-	listener.waitForUnanswered(shutdownCtx)
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutting down the webhook: %w", err)
-	}
-	return nil
-}
-
-// signingAtMost returns getCertificate with keys that sign at most n
-// handshakes at once. A handshake's signature costs up to milliseconds of
-// CPU (RSA 2048, cert-manager's default key; a tenth of that with the
-// install's ECDSA P-256); when hundreds of clients connect
-// at once, the goroutines signing would each take their turn on the CPU
-// before a request on a connection already open. Waiting for the semaphore,
-// they are not runnable, so requests on open connections, which is how the
-// API server sends them, go first.
-func signingAtMost(n int, getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	signing := make(chan struct{}, n)
-	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		cert, err := getCertificate(hello)
-		if err != nil || cert == nil {
-			return cert, err
-		}
-		signer, ok := cert.PrivateKey.(crypto.Signer)
-		if !ok {
-			return cert, nil
-		}
-		limited := *cert
-		limited.PrivateKey = limitedSigner{Signer: signer, signing: signing}
-		return &limited, nil
-	}
-}
-
-// limitedSigner is a key that signs only while it holds a place in signing.
-type limitedSigner struct {
-	crypto.Signer
-	signing chan struct{}
-}
-
-func (s limitedSigner) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
-	s.signing <- struct{}{}
-	defer func() { <-s.signing }()
-	return s.Signer.Sign(rand, digest, opts)
-}
-
-// closeWhileDraining asks each client to close its connection after its
-// answer once the drain has started, so the API server's next request
-// opens a new connection through the Service, to a ready pod, rather than
-// reusing one the shutdown is about to close.
-func (s *boundedServer) closeWhileDraining(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.draining.Load() {
-			w.Header().Set("Connection", "close")
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// StartedChecker fails until the webhook listens for TLS, and from the start
-// of the drain on. It does not dial the webhook: under a flood of
-// connections, a dial waits in the listen backlog, and an unready pod would
-// leave the API server no endpoint at all.
-func (s *boundedServer) StartedChecker() healthz.Checker {
-	return func(*http.Request) error {
-		switch {
-		case s.draining.Load():
-			return errors.New("the webhook is shutting down")
-		case !s.serving.Load():
-			return errors.New("the webhook server has not started yet")
-		}
-		return nil
-	}
+	return s.drain(ctx, log, srv, listener, served)
 }
 
 // address is where the webhook listens: the Options' Host and Port, which

@@ -3,11 +3,18 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
@@ -113,5 +120,135 @@ func waitForHandshakes(t *testing.T, l *fairListener, n int) {
 	})
 	if err != nil {
 		t.Fatalf("waiting for %d handshakes in progress: %v", n, err)
+	}
+}
+
+// TestServerTLSHonoursTheOptions checks that the TLS configuration is built
+// from every field of webhook.Options that DefaultServer.Start reads: the
+// TLS options in order, the certificate and key names, a certificate a TLS
+// option gives instead of the files, and the client CA bundle.
+func TestServerTLSHonoursTheOptions(t *testing.T) {
+	ca, err := fixtures.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, err := ca.IssueECDSA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, content := range map[string][]byte{"serving.pem": issued.CertPEM, "serving-key.pem": issued.KeyPEM, "clients.pem": ca.CertPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	given, err := issued.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		options webhook.Options
+		// watched: the certificate comes from the files, through a watcher.
+		watched    bool
+		nextProtos []string
+		minVersion uint16
+		clientAuth tls.ClientAuthType
+	}{
+		{name: "the files CertName and KeyName name", watched: true, nextProtos: []string{"h2"},
+			options: webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem"}},
+		{name: "TLS options after DefaultServer's, in order", watched: true, nextProtos: []string{"http/1.1"}, minVersion: tls.VersionTLS13,
+			options: webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem", TLSOpts: []func(*tls.Config){
+				func(c *tls.Config) { c.NextProtos = append(c.NextProtos, "http/1.1") },
+				func(c *tls.Config) { c.NextProtos, c.MinVersion = c.NextProtos[1:], tls.VersionTLS13 },
+			}}},
+		{name: "a certificate a TLS option gives: no file is read", nextProtos: []string{"h2"},
+			options: webhook.Options{CertDir: filepath.Join(dir, "none"), TLSOpts: []func(*tls.Config){
+				func(c *tls.Config) {
+					c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &given, nil }
+				},
+			}}},
+		{name: "a client CA bundle", watched: true, nextProtos: []string{"h2"}, clientAuth: tls.RequireAndVerifyClientCert,
+			options: webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem", ClientCAName: "clients.pem"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, watcher, err := serverTLS(tc.options)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := watcher != nil; got != tc.watched {
+				t.Errorf("a certificate watcher: %t, want %t", got, tc.watched)
+			}
+			if strings.Join(cfg.NextProtos, ",") != strings.Join(tc.nextProtos, ",") || cfg.MinVersion != tc.minVersion {
+				t.Errorf("NextProtos %q, MinVersion %x; want %q, %x", cfg.NextProtos, cfg.MinVersion, tc.nextProtos, tc.minVersion)
+			}
+			served, err := cfg.GetCertificate(&tls.ClientHelloInfo{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if leaf, err := x509.ParseCertificate(served.Certificate[0]); err != nil || !leaf.Equal(issued.Cert) {
+				t.Errorf("serves %v (%v); want the issued certificate", leaf, err)
+			}
+			if cfg.ClientAuth != tc.clientAuth {
+				t.Errorf("ClientAuth %v, want %v", cfg.ClientAuth, tc.clientAuth)
+			}
+			if tc.clientAuth != tls.NoClientCert && (cfg.ClientCAs == nil || !cfg.ClientCAs.Equal(ca.Pool())) {
+				t.Errorf("ClientCAs do not hold the bundle's CA alone")
+			}
+		})
+	}
+}
+
+// TestRequireCommonName checks the common name check, and that it logs the
+// name it refused.
+func TestRequireCommonName(t *testing.T) {
+	ca, err := fixtures.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	cfg := &tls.Config{}
+	requireCommonName("kube-apiserver", log)(cfg)
+	for _, tc := range []struct {
+		name      string
+		cn        string
+		none      bool
+		wantError string
+		wantLog   string
+	}{
+		{name: "the API server's", cn: "kube-apiserver"},
+		{name: "a kubelet's", cn: "system:node:worker-1",
+			wantError: `the client certificate's common name is "system:node:worker-1", not "kube-apiserver"`, wantLog: `"commonName"="system:node:worker-1"`},
+		{name: "a prefix of the name", cn: "kube-apiserver-kubelet-client", wantError: `"kube-apiserver-kubelet-client", not`},
+		{name: "none: the check fails closed", none: true, wantError: errNoClientCertificate.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logged = nil
+			var state tls.ConnectionState
+			if !tc.none {
+				cert, err := ca.IssueClient(tc.cn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				state.PeerCertificates = []*x509.Certificate{cert.Cert}
+			}
+			err := cfg.VerifyConnection(state)
+			switch {
+			case tc.wantError == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.wantError != "" && (err == nil || !strings.Contains(err.Error(), tc.wantError)):
+				t.Errorf("got %v; want an error with %q", err, tc.wantError)
+			case tc.none && !errors.Is(err, errNoClientCertificate):
+				t.Errorf("got %v; want errNoClientCertificate", err)
+			}
+			if tc.wantLog != "" && (len(logged) != 1 || !strings.Contains(logged[0], tc.wantLog)) {
+				t.Errorf("logged %q; want one line with %s", logged, tc.wantLog)
+			}
+			if tc.wantError == "" && len(logged) > 0 {
+				t.Errorf("logged %q for a certificate it took", logged)
+			}
+		})
 	}
 }

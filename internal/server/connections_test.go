@@ -17,10 +17,11 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// TestFairVictim checks the one rule of fair.go: a newcomer takes the place
-// of the oldest of the address holding the most only when that address
-// would still hold more than the newcomer's.
-func TestFairVictim(t *testing.T) {
+// TestGivesWay checks the count part of the one rule, among connections
+// that all work: a newcomer takes the place of the oldest of the address
+// holding the most only when that address would still hold more than the
+// newcomer's.
+func TestGivesWay(t *testing.T) {
 	type held struct {
 		address string
 		n       int
@@ -42,20 +43,22 @@ func TestFairVictim(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var s shares[int]
-			next := 0
+			l := newFairListener(nil, nil)
 			for _, h := range tt.held {
 				for range h.n {
-					s.add(h.address, next)
-					next++
+					l.open.add(h.address, &fairConn{address: h.address, state: connActive})
 				}
 			}
-			address, victim, ok := s.fairVictim(tt.newcomer)
-			if got := map[bool]string{true: address}[ok]; got != tt.want {
-				t.Fatalf("fairVictim(%s) = %q, %t; want %q", tt.newcomer, address, ok, tt.want)
+			victim := l.givesWay(tt.newcomer)
+			got := ""
+			if victim != nil {
+				got = victim.address
+				if victim != l.open.byAddress[got][0] {
+					t.Errorf("the victim is not its address's oldest")
+				}
 			}
-			if ok && victim != s.byAddress[address][0] {
-				t.Errorf("victim %d, want the address's oldest, %d", victim, s.byAddress[address][0])
+			if got != tt.want {
+				t.Errorf("givesWay(%s) took from %q, want %q", tt.newcomer, got, tt.want)
 			}
 		})
 	}
