@@ -203,7 +203,9 @@ func deploymentMemoryLimit() string {
 
 // freeAddress returns a loopback address whose port is free, for one of the webhook's listeners.
 func freeAddress() string {
-	l := must(net.Listen("tcp", "127.0.0.1:0"))
+	// On every address, as the webhook listens: after a flood, a port free on
+	// 127.0.0.1 may still be held on 127.0.0.2 by one of the attacker's sockets.
+	l := must(net.Listen("tcp", ":0"))
 	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 }
