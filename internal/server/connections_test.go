@@ -188,12 +188,7 @@ func TestFairListenerPlaces(t *testing.T) {
 // the bound from the only address is not closed but waits, unread, and is
 // returned by Accept with what its client sent once a place frees.
 func TestFairListenerWaitingUnread(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newFairListener(inner, nil)
-	l.max, l.maxWaiting = 1, 1
+	l := testListener(t, nil, 1, 1)
 	handOver(l)
 	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })

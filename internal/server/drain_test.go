@@ -170,24 +170,9 @@ func freePort(t *testing.T) int {
 // and a client's TLS configuration.
 func serveTLS(t *testing.T) (*fairListener, <-chan error, *tls.Config) {
 	t.Helper()
-	ca, err := fixtures.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.IssueECDSA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newFairListener(inner, &tls.Config{Certificates: []tls.Certificate{cert}})
-	l.max, l.maxWaiting, l.handshakes, l.slow, l.timeout = 4, 4, &gate{max: 4, maxWaiting: 4}, 30*time.Second, 30*time.Second
+	server, client := testTLS(t)
+	l := testListener(t, server, 4, 4)
+	l.handshakes, l.slow, l.timeout = &gate{max: 4, maxWaiting: 4}, 30*time.Second, 30*time.Second
 	go l.acceptInner()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "answered")
@@ -195,7 +180,7 @@ func serveTLS(t *testing.T) (*fairListener, <-chan error, *tls.Config) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return l, served, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+	return l, served, client
 }
 
 // TestCloseServesHandshakesUnderWay closes the listeners while a
@@ -237,12 +222,7 @@ func TestCloseServesHandshakesUnderWay(t *testing.T) {
 // listener holds: one with a place still reaches Accept, one waiting is
 // closed, and one arriving after Close is closed, holding no place.
 func TestFairListenerClose(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newFairListener(inner, nil)
-	l.max, l.maxWaiting = 1, 1
+	l := testListener(t, nil, 1, 1)
 	handOver(l)
 	go l.acceptInner()
 	conn := func() (*fairConn, *closeRecorder) {

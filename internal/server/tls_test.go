@@ -24,23 +24,8 @@ import (
 // address and a client's configuration.
 func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*fairListener, string, *tls.Config) {
 	t.Helper()
-	ca, err := fixtures.NewAuthority()
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.IssueECDSA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newFairListener(tcp, &tls.Config{Certificates: []tls.Certificate{cert}})
+	server, client := testTLS(t)
+	l := testListener(t, server, MaxConns, MaxWaitingConns)
 	l.handshakes, l.slow, l.timeout = &gate{max: maxHandshakes, maxWaiting: 64}, slow, 30*time.Second
 	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })
@@ -55,7 +40,39 @@ func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*
 			t.Cleanup(func() { _ = conn.Close() })
 		}
 	}()
-	return l, tcp.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+	return l, l.Addr().String(), client
+}
+
+// testTLS returns a server's TLS configuration with a certificate for
+// localhost, and a client's that trusts it.
+func testTLS(t *testing.T) (server, client *tls.Config) {
+	t.Helper()
+	ca, err := fixtures.NewAuthority()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.IssueECDSA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(serving.CertPEM, serving.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}}, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
+}
+
+// testListener returns a listener on loopback with config, maxConns and
+// maxWaiting, for the test to change and start (acceptInner).
+func testListener(t *testing.T, config *tls.Config, maxConns, maxWaiting int) *fairListener {
+	t.Helper()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newFairListener(inner, config)
+	l.max, l.maxWaiting = maxConns, maxWaiting
+	return l
 }
 
 // handshakeWith makes a TLS handshake with address, and reads the byte the server sends once it is done.
