@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,11 +68,7 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	}
 	// The walk of a review, from the server to the decision and back, is
 	// internal/admission's package doc.
-	var hook http.Handler = admission.NewWebhook(opts, nil)
-	if os.Getenv("FLYTE_MPI_WEBHOOK_ONE_PASS") == "1" { // make bench's comparison of the two paths
-		hook = admission.NewHandler(opts, nil)
-	}
-	mgr, err := server.New(cfg, admission.Path, hook)
+	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts, nil))
 	if err != nil {
 		return err
 	}

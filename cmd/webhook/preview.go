@@ -55,8 +55,8 @@ func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 
 	var decision mutate.Decision
-	handler := admission.NewHandler(opts, func(d mutate.Decision) { decision = d })
-	resp := admit(handler, object, gvk)
+	webhook := admission.NewHandler(opts, func(d mutate.Decision) { decision = d }).Webhook()
+	resp := previewCreate(webhook, object, gvk)
 	printDecision(stderr, decision, resp.Warnings)
 	if !resp.Allowed {
 		// As the API server answers the create: code, reason and message,
@@ -111,10 +111,10 @@ func readMPIJob(data []byte) ([]byte, schema.GroupVersionKind, error) {
 	return object, gvk, nil
 }
 
-// admit answers the object's creation as the server would: the request the
-// API server would send, through the server's own handler.
-func admit(h *admission.Handler, object []byte, gvk schema.GroupVersionKind) admissionv1.AdmissionResponse {
-	return h.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+// previewCreate answers the object's creation as the server would: the
+// request the API server would send, through the server's own webhook.
+func previewCreate(webhook *ctrladmission.Webhook, object []byte, gvk schema.GroupVersionKind) admissionv1.AdmissionResponse {
+	return webhook.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID:       "preview",
 		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 		Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: mutate.MPIJobResource},

@@ -1,25 +1,30 @@
 // Package admission serves the webhook's decision, mutate.Decide, as a
 // Kubernetes mutating admission webhook. cmd/webhook makes the Handler
 // (NewHandler) and gives it to internal/server (server.New), which serves it
-// at Path behind its bounds on what a client may send. The walk of a review
-// from there to the decision and back:
+// at Path behind its bounds on what a client may send, the body read whole.
+// The walk of a review from there to the decision and back, each step
+// calling only the next, none a layer it left:
 //
-//  1. Handler.ServeHTTP reads the body and decodes the AdmissionReview, an
-//     admission.k8s.io/v1 review of an object, with its MPIJob in one pass
-//     (readReview, in review.go);
-//  2. controller-runtime's admission.Webhook.Handle, around answer, recovers
-//     a panic, puts a logger in the request's context and completes the
-//     answer (its uid, its status): handleReview;
-//  3. answer leaves every request that is no MPIJob creation unchanged,
-//     gives the job to mutate.Decide, counts and logs the decision, and
-//     respond turns it into the answer: a JSON patch, or a denial;
-//  4. writeReview writes the answer as the Webhook writes its own.
+//  1. Handler.ServeHTTP decodes the AdmissionReview, an admission.k8s.io/v1
+//     review of an object, with its MPIJob in one pass (readReview, in
+//     review.go), and puts the job in the request's context;
+//  2. controller-runtime's admission.Webhook.Handle recovers a panic, puts
+//     a logger in the context, and calls the decider's Handle;
+//  3. the decider leaves every request that is no MPIJob creation
+//     unchanged, gives the job to mutate.Decide, counts and logs the
+//     decision, and answer turns it into the response: a JSON patch, or a
+//     denial; the Webhook completes it (its uid, its status);
+//  4. Handler.ServeHTTP writes it as the Webhook writes its own (writeReview).
 //
 // A body that the one pass does not read (malformed, a review of another
 // version, a field of the wrong JSON type) goes whole to the Webhook
-// instead, which decodes it with the API machinery's codec, calls
-// Handler.Handle (answer, which decodes the object there) and writes the
-// answer itself: such a body is answered as controller-runtime answers it.
+// instead, which decodes it with the API machinery's codec, calls the
+// decider's Handle (which then decodes the object itself) and writes the
+// answer: such a body is answered as controller-runtime answers it.
+//
+// The one pass exists for its cost: controller-runtime's codec reads the
+// body four times and the object is then decoded again, which doubles the
+// CPU of a review and halves the throughput over TLS (docs/PERFORMANCE.md).
 package admission
 
 import (
@@ -35,7 +40,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
@@ -45,27 +50,31 @@ import (
 const Path = "/mutate-mpijob"
 
 // Handler answers AdmissionReviews of MPIJobs: it is the webhook's
-// http.Handler, and the admission.Handler of the Webhook that answers the
-// bodies its one pass does not read. NewHandler makes it.
+// http.Handler. NewHandler makes it.
 type Handler struct {
-	opts    mutate.Options
-	jobs    *mutate.JobDecoder // of opts' FlyteTaskSelector
-	observe func(mutate.Decision)
-	// webhook is controller-runtime's, whose Handler is this Handler.
-	webhook *admission.Webhook
+	jobs *mutate.JobDecoder // the decider's
+	// webhook is controller-runtime's, whose Handler is the decider.
+	webhook *ctrladmission.Webhook
 	// log is the Webhook's own logger, for what writeReview logs.
 	log logr.Logger
 }
 
 // NewHandler returns the handler the server runs: it decides with opts,
 // counts each decision in flyte_mpi_webhook_decisions_total, and gives it
-// to observe too, when observe is not nil (the preview prints it).
+// to observe too, when observe is not nil.
 func NewHandler(opts mutate.Options, observe func(mutate.Decision)) *Handler {
-	h := &Handler{opts: opts, jobs: mutate.NewJobDecoder(opts.FlyteTaskSelector), observe: observe,
-		log: logf.Log.WithName("admission")}
-	h.webhook = &admission.Webhook{Handler: h, LogConstructor: logConstructor}
+	jobs := mutate.NewJobDecoder(opts.FlyteTaskSelector)
+	h := &Handler{jobs: jobs, log: logf.Log.WithName("admission"),
+		webhook: &ctrladmission.Webhook{Handler: &decider{opts: opts, jobs: jobs, observe: observe}, LogConstructor: logConstructor}}
+	// StandaloneWebhook gives the Webhook the Handler's logger; with no
+	// MetricsPath it cannot fail.
+	_, _ = ctrladmission.StandaloneWebhook(h.webhook, ctrladmission.StandaloneOptions{Logger: h.log})
 	return h
 }
+
+// Webhook is controller-runtime's admission.Webhook that the Handler
+// answers through: the preview gives it requests as the API server would.
+func (h *Handler) Webhook() *ctrladmission.Webhook { return h.webhook }
 
 // ServeHTTP answers an AdmissionReview; the package doc has its walk.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,71 +84,56 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rv, err := readReview(r, h.jobs)
 	if err != nil {
-		h.webhook.ServeHTTP(w, r) // the codec reads the same bytes, and Handle answers
+		h.webhook.ServeHTTP(w, r) // the codec reads the same bytes, and the decider answers
 		return
 	}
-	writeReview(w, h.handleReview(r.Context(), rv), h.log)
-}
-
-// handleReview answers rv through controller-runtime's
-// admission.Webhook.Handle, with a Webhook of rv's own whose Handler is rv:
-// so rv's job reaches answer as a value, and what surrounds the decision
-// (panic recovery, the logger, Response.Complete) is the library's.
-func (h *Handler) handleReview(ctx context.Context, rv *review) admission.Response {
-	req := admission.Request{AdmissionRequest: rv.request.AdmissionRequest}
+	req := ctrladmission.Request{AdmissionRequest: rv.request.AdmissionRequest}
 	if log := h.log; log.V(5).Enabled() {
 		logConstructor(log, &req).V(5).Info("received request") // as the Webhook logs a request it decoded
 	}
-	rv.handler = h
-	rv.webhook = admission.Webhook{Handler: rv, LogConstructor: logConstructor}
-	// StandaloneWebhook gives it the Handler's logger, where the Webhook
-	// would make one for each review; with no MetricsPath it cannot fail.
-	_, _ = admission.StandaloneWebhook(&rv.webhook, admission.StandaloneOptions{Logger: h.log})
-	return rv.webhook.Handle(ctx, req)
+	writeReview(w, h.webhook.Handle(context.WithValue(r.Context(), decodedJob{}, rv.job), req), h.log)
 }
 
-// Handle answers req, whose job the one pass decoded with it.
-func (rv *review) Handle(ctx context.Context, req admission.Request) admission.Response {
-	return rv.handler.answer(ctx, &req.AdmissionRequest, rv.job)
+// decodedJob is the context key of the job the one pass decoded.
+type decodedJob struct{}
+
+// decider decides on the requests the Webhook hands it.
+type decider struct {
+	opts    mutate.Options
+	jobs    *mutate.JobDecoder // of opts' FlyteTaskSelector
+	observe func(mutate.Decision)
 }
 
-// Handle answers an admission request that controller-runtime's Webhook
-// decoded: its object is decoded here.
-func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	return h.answer(ctx, &req.AdmissionRequest, nil)
-}
-
-// answer decides on req and makes the answer. job is req's object when the
-// one pass decoded it; when nil, the object is decoded from req.Object.Raw.
-func (h *Handler) answer(ctx context.Context, req *admissionv1.AdmissionRequest, job *mutate.Job) admission.Response {
-	d := h.decision(req, job)
-	countDecision(d)
-	if h.observe != nil {
-		h.observe(d)
+// Handle decides on req and answers it.
+func (d *decider) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
+	job, _ := ctx.Value(decodedJob{}).(*mutate.Job) // nil for a request the Webhook decoded
+	decision := d.decide(&req.AdmissionRequest, job)
+	countDecision(decision)
+	if d.observe != nil {
+		d.observe(decision)
 	}
-	logDecision(logf.FromContext(ctx), d, req.DryRun)
-	return respond(d, req)
+	logDecision(logf.FromContext(ctx), decision, req.DryRun)
+	return answer(decision, &req.AdmissionRequest)
 }
 
-// decision is mutate.Decide's on the job that req creates, with job as its
-// object when not nil; every other request, and any request for a
+// decide is mutate.Decide's decision on the job that req creates, with job
+// as its object when not nil; every other request, and any request for a
 // subresource, is allowed unchanged.
-func (h *Handler) decision(req *admissionv1.AdmissionRequest, job *mutate.Job) mutate.Decision {
-	skip := mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Container: -1}
+func (d *decider) decide(req *admissionv1.AdmissionRequest, job *mutate.Job) mutate.Decision {
 	switch {
 	case req.Kind.Group != mutate.MPIJobGroup || req.Kind.Kind != mutate.MPIJobKind || !slices.Contains(mutate.MPIJobVersions, req.Kind.Version):
-		return skip // not an MPIJob of a version the patch fits
+		return skipped // not an MPIJob of a version the patch fits
 	case req.Operation != admissionv1.Create:
-		return skip // the worker command is decided once, when the job is created
+		return skipped // the worker command is decided once, when the job is created
 	case req.SubResource != "" || req.Resource.Resource != mutate.MPIJobResource:
-		return skip // a status update or another resource of the same kind
+		return skipped // a status update or another resource of the same kind
 	}
 	if job == nil {
 		if len(req.Object.Raw) == 0 {
 			return malformed(errors.New("the AdmissionReview's request has no object to create"))
 		}
 		var err error
-		if job, err = h.jobs.Decode(req.Object.Raw); err != nil {
+		if job, err = d.jobs.Decode(req.Object.Raw); err != nil {
 			// A field Decide reads has the wrong JSON type: the API server's
 			// validation refuses the object itself, with a message that says where.
 			return mutate.Decision{Outcome: mutate.OutcomeUnchanged, Container: -1, Warnings: []string{
@@ -150,27 +144,30 @@ func (h *Handler) decision(req *admissionv1.AdmissionRequest, job *mutate.Job) m
 		return malformed(fmt.Errorf("the object is apiVersion %s kind %s, but the request is for %s %s",
 			truncate.Quoted(job.APIVersion, maxQuotedBytes), truncate.Quoted(job.Kind, maxQuotedBytes), want, req.Kind.Kind))
 	}
-	return mutate.Decide(job, h.opts)
+	return mutate.Decide(job, d.opts)
 }
+
+// skipped is the decision on a request that is no MPIJob creation.
+var skipped = mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Container: -1}
 
 // malformed is the decision on a request whose object err says cannot be read.
 func malformed(err error) mutate.Decision {
 	return mutate.Decision{Outcome: mutate.OutcomeMalformed, Container: -1, Err: err}
 }
 
-// respond is the answer to req that carries decision d.
-func respond(d mutate.Decision, req *admissionv1.AdmissionRequest) admission.Response {
-	resp := admission.Allowed("")
+// answer is the response to req that carries decision d.
+func answer(d mutate.Decision, req *admissionv1.AdmissionRequest) ctrladmission.Response {
+	resp := ctrladmission.Allowed("")
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
-		resp = denyInvalid(d.Err, req)
+		resp = invalid(d.Err, req)
 	case mutate.OutcomeMalformed:
-		resp = admission.Errored(http.StatusBadRequest, d.Err)
+		resp = ctrladmission.Errored(http.StatusBadRequest, d.Err)
 		resp.Result.Reason = metav1.StatusReasonBadRequest
 	case mutate.OutcomeMutated:
 		patch, err := encodePatch(d)
 		if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
+			return ctrladmission.Errored(http.StatusInternalServerError, err)
 		}
 		patchType := admissionv1.PatchTypeJSONPatch
 		resp.Patch, resp.PatchType = patch, &patchType
@@ -179,13 +176,13 @@ func respond(d mutate.Decision, req *admissionv1.AdmissionRequest) admission.Res
 	return resp
 }
 
-// denyInvalid refuses a job whose annotation is invalid as the API server
+// invalid refuses a job whose annotation is invalid as the API server
 // refuses an invalid object (apierrors.NewInvalid): 422 Invalid, the job,
 // and the annotation's path as the field, which kubectl prints.
 // flytepropeller fails a task whose create is refused so at once
 // (BadTaskFormat), where a 403 would be retried as a user error that every
 // retry meets again.
-func denyInvalid(err error, req *admissionv1.AdmissionRequest) admission.Response {
+func invalid(err error, req *admissionv1.AdmissionRequest) ctrladmission.Response {
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity,
 		Reason: metav1.StatusReasonInvalid, Message: err.Error()}
 	if annotationErr, ok := errors.AsType[*mutate.AnnotationError](err); ok {
@@ -193,7 +190,7 @@ func denyInvalid(err error, req *admissionv1.AdmissionRequest) admission.Respons
 			Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: annotationErr.Field(),
 				Message: annotationErr.Detail()}}}
 	}
-	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: status}}
+	return ctrladmission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: status}}
 }
 
 // encodePatch encodes d's JSON patch without HTML escaping: worker args of
@@ -220,7 +217,7 @@ func encodePatch(d mutate.Decision) ([]byte, error) {
 
 // logConstructor gives each request's logger the request's identity, as
 // admission.DefaultLogConstructor does, without the user's name.
-func logConstructor(base logr.Logger, req *admission.Request) logr.Logger {
+func logConstructor(base logr.Logger, req *ctrladmission.Request) logr.Logger {
 	if req == nil {
 		return base
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
@@ -38,17 +38,14 @@ const maxQuotedBytes = 256
 // is not an AdmissionReview of reviewAPIVersion with a request and an object.
 var errNotReviewOfObject = errors.New("not an " + reviewAPIVersion + " " + reviewKind + " with a request and an object")
 
-// review is an AdmissionReview that the one pass read, and what answers it
-// (Handler.handleReview): one allocation holds them all.
+// review is an AdmissionReview that the one pass read: one allocation
+// holds it.
 type review struct {
 	// wire and request are what the one pass decodes into: request is the
 	// request answered, whose Object is job's once decoded.
 	wire    reviewWire
 	request requestWire
 	job     *mutate.Job
-
-	handler *Handler
-	webhook admission.Webhook
 }
 
 // readReview reads r's body and decodes it with decodeReview. When it
@@ -142,13 +139,13 @@ func (f *failingReader) Read([]byte) (int, error) { return 0, f.err }
 // Webhook writes only the answers to what it decoded itself. It is the one
 // copy of controller-runtime's code in the webhook, and
 // TestOnePassAnswersAsWebhook holds it equal to the Webhook's.
-func writeReview(w io.Writer, resp admission.Response, log logr.Logger) {
+func writeReview(w io.Writer, resp ctrladmission.Response, log logr.Logger) {
 	answer := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: reviewKind},
 		Response: &resp.AdmissionResponse}
 	if err := json.NewEncoder(w).Encode(answer); err != nil {
 		// The connection broke: the Webhook tries once more, with a 500.
 		log.Error(err, "unable to encode and write the response")
-		serverError := admission.Errored(http.StatusInternalServerError, err)
+		serverError := ctrladmission.Errored(http.StatusInternalServerError, err)
 		if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{Response: &serverError.AdmissionResponse}); err != nil {
 			log.Error(err, "still unable to encode and write the InternalServerError response")
 		}

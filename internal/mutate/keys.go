@@ -75,24 +75,6 @@ func (d *JobDecoder) Decode(raw []byte) (*Job, error) {
 	return d.job(decoded.Elem()), nil
 }
 
-// DecodeJob decodes raw, an MPIJob as the API server sends it, into the
-// Job that Decide reads, with a plain struct: every label, this webhook's
-// annotations, and each replica's first MaxContainers containers.
-func DecodeJob(raw []byte) (*Job, error) {
-	var wire jobWire
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &wire); err != nil {
-		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-			typeErr.Struct = "Job" // the field's path in the MPIJob, not in jobWire
-		}
-		return nil, err // the caller says what could not be read: the json error names the field
-	}
-	return &Job{APIVersion: wire.APIVersion, Kind: wire.Kind,
-		Metadata: Metadata{Name: wire.Metadata.Name, Namespace: wire.Metadata.Namespace, Labels: wire.Metadata.Labels,
-			Annotations: wire.Metadata.Annotations.annotations()},
-		Spec: JobSpec{MPIReplicaSpecs: ReplicaSpecs{Launcher: wire.Spec.MPIReplicaSpecs.Launcher.replicaSpec(),
-			Worker: wire.Spec.MPIReplicaSpecs.Worker.replicaSpec()}}}, nil
-}
-
 // Target returns a place for a JSON decoder (sigs.k8s.io/json, or
 // encoding/json) to decode an MPIJob into as Decode does, in the same pass
 // as the document that holds it: an AdmissionReview, whose request's object
@@ -155,10 +137,9 @@ type jobWire struct {
 }
 
 type metadataWire struct {
-	Name        string            `json:"name"`
-	Namespace   string            `json:"namespace"`
-	Labels      map[string]string `json:"labels"`
-	Annotations *annotationsWire  `json:"annotations"`
+	Name        string           `json:"name"`
+	Namespace   string           `json:"namespace"`
+	Annotations *annotationsWire `json:"annotations"`
 }
 
 type replicaWire struct {
