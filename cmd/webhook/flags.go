@@ -26,8 +26,8 @@ func bindDecisionFlags(fs *flag.FlagSet, o *mutate.Options) {
 		return nil
 	})
 	fs.StringVar(&o.ContainerName, "container-name", o.ContainerName,
-		"name of the MPI container; the patch goes to the worker's first container, where both MPI operators run MPI, "+
-			"with a warning when a container of this name is not the first")
+		"only warns: when a worker container of this name is not the first, the answer warns that the MPI container "+
+			"must come first; it never chooses the container: the command goes to the first, where both MPI operators run MPI")
 	fs.Func("inject-as", fmt.Sprintf("where the worker command goes: one of %v (default %q)",
 		mutate.InjectModes, o.InjectAs), func(s string) (err error) {
 		o.InjectAs, err = mutate.ParseInjectMode(s)
@@ -45,7 +45,7 @@ func bindDecisionFlags(fs *flag.FlagSet, o *mutate.Options) {
 		})
 	fs.Func("on-invalid", fmt.Sprintf("what to do with a Flyte MPIJob whose annotations are invalid: %s rejects it, %s admits it unchanged with a warning (default %q)",
 		mutate.InvalidDeny, mutate.InvalidWarn, o.OnInvalid), func(s string) (err error) {
-		o.OnInvalid, err = mutate.ParseInvalidPolicy(strings.TrimSpace(s))
+		o.OnInvalid, err = mutate.ParseInvalidAction(strings.TrimSpace(s))
 		return err
 	})
 }

@@ -81,3 +81,14 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	// The first SIGTERM or SIGINT starts the drain; a second exits at once.
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
+
+// readInput reads a subcommand's -f: a file, or standard input for -.
+func readInput(file string, stdin io.Reader) ([]byte, error) {
+	switch file {
+	case "":
+		return nil, errors.New("-f is required (- reads standard input)")
+	case "-":
+		return io.ReadAll(io.LimitReader(stdin, server.MaxBodyBytes))
+	}
+	return os.ReadFile(file)
+}

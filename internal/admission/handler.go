@@ -142,17 +142,22 @@ func (d *decider) decide(req *admissionv1.AdmissionRequest, job *mutate.Job) mut
 	}
 	if want := req.Kind.Group + "/" + req.Kind.Version; job.APIVersion != want || job.Kind != req.Kind.Kind {
 		return malformed(fmt.Errorf("the object is apiVersion %s kind %s, but the request is for %s %s",
-			truncate.Quoted(job.APIVersion, maxQuotedBytes), truncate.Quoted(job.Kind, maxQuotedBytes), want, req.Kind.Kind))
+			truncate.Quoted(job.APIVersion, truncate.MaxQuotedBytes), truncate.Quoted(job.Kind, truncate.MaxQuotedBytes), want, req.Kind.Kind))
 	}
 	return mutate.Decide(job, d.opts)
 }
+
+// outcomeMalformed is the outcome of a request whose object cannot be
+// given to Decide: it is refused as a bad request, and counted beside
+// Decide's outcomes.
+const outcomeMalformed mutate.Outcome = "malformed"
 
 // skipped is the decision on a request that is no MPIJob creation.
 var skipped = mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Container: -1}
 
 // malformed is the decision on a request whose object err says cannot be read.
 func malformed(err error) mutate.Decision {
-	return mutate.Decision{Outcome: mutate.OutcomeMalformed, Container: -1, Err: err}
+	return mutate.Decision{Outcome: outcomeMalformed, Container: -1, Err: err}
 }
 
 // answer is the response to req that carries decision d.
@@ -161,7 +166,7 @@ func answer(d mutate.Decision, req *admissionv1.AdmissionRequest) ctrladmission.
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
 		resp = invalid(d.Err, req)
-	case mutate.OutcomeMalformed:
+	case outcomeMalformed:
 		resp = ctrladmission.Errored(http.StatusBadRequest, d.Err)
 		resp.Result.Reason = metav1.StatusReasonBadRequest
 	case mutate.OutcomeMutated:

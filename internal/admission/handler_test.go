@@ -69,8 +69,8 @@ func reviewOf(_ testing.TB, version, operation string, object []byte, opts ...fi
 	return fixtures.Review(object, fixtures.MPIJob(version), admissionv1.Operation(operation), opts...)
 }
 
-// admit posts body to h as the API server does, and returns the response.
-func admit(t testing.TB, h http.Handler, body []byte) *admissionv1.AdmissionResponse {
+// responseTo posts body to h as the API server does, and returns the response.
+func responseTo(t testing.TB, h http.Handler, body []byte) *admissionv1.AdmissionResponse {
 	t.Helper()
 	rec := post(h, body)
 	var rev admissionv1.AdmissionReview
@@ -123,7 +123,7 @@ func TestAdmitFlyteHorovodJob(t *testing.T) {
 	for _, version := range []string{"v1", "v2beta1"} {
 		t.Run(version, func(t *testing.T) {
 			object := sampleJob(t, version, annotate(mutate.AnnotationTaskCustom, flytekitCustom))
-			resp := admit(t, newHandler(), reviewOf(t, version, "CREATE", object))
+			resp := responseTo(t, newHandler(), reviewOf(t, version, "CREATE", object))
 			if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
 				t.Fatalf("want an allowed JSON patch, got %+v", resp)
 			}
@@ -154,7 +154,7 @@ func TestAdmitFlyteHorovodJob(t *testing.T) {
 			}
 
 			// The mutation is idempotent: a reinvocation changes nothing.
-			again := admit(t, newHandler(), reviewOf(t, version, "CREATE", patched))
+			again := responseTo(t, newHandler(), reviewOf(t, version, "CREATE", patched))
 			if !again.Allowed || len(again.Patch) != 0 {
 				t.Errorf("reinvocation: want allowed without a patch, got %+v", again)
 			}
@@ -166,7 +166,7 @@ func TestAdmitFlyteHorovodJob(t *testing.T) {
 // own Go types, so that a path typo cannot pass as a mutation.
 func TestPatchFitsMPIOperatorTypes(t *testing.T) {
 	object := sampleJob(t, "v2beta1", annotate(mutate.AnnotationTaskCustom, flytekitCustom))
-	patched := applyPatch(t, object, admit(t, newHandler(), reviewOf(t, "v2beta1", "CREATE", object)))
+	patched := applyPatch(t, object, responseTo(t, newHandler(), reviewOf(t, "v2beta1", "CREATE", object)))
 	var job kubeflowv2beta1.MPIJob
 	if err := json.Unmarshal(patched, &job); err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestAdmitFlyteBuiltJobs(t *testing.T) {
 		for _, name := range names {
 			t.Run(version+"/"+name, func(t *testing.T) {
 				object := flyteObject(t, version, name)
-				resp := admit(t, newHandler(), reviewOf(t, version, "CREATE", object))
+				resp := responseTo(t, newHandler(), reviewOf(t, version, "CREATE", object))
 				if !resp.Allowed {
 					t.Fatalf("denied: %v", resp.Result)
 				}
@@ -225,7 +225,7 @@ func TestAdmitFlyteBuiltJobs(t *testing.T) {
 				if got := job.Metadata.Annotations[mutate.AnnotationWorkerCommandSource]; got != string(want) {
 					t.Errorf("source annotation %q, want %q", got, want)
 				}
-				if again := admit(t, newHandler(), reviewOf(t, version, "CREATE", patched)); len(again.Patch) > 0 {
+				if again := responseTo(t, newHandler(), reviewOf(t, version, "CREATE", patched)); len(again.Patch) > 0 {
 					t.Errorf("reinvocation patched again: %s", again.Patch)
 				}
 			})
@@ -266,7 +266,7 @@ func TestDenyInvalidAnnotation(t *testing.T) {
 	for _, version := range []string{"v1", "v2beta1"} {
 		for _, tc := range cases {
 			t.Run(version+"/"+tc.name, func(t *testing.T) {
-				resp := admit(t, newHandler(), reviewOf(t, version, "CREATE", flyteObject(t, version, flyteJobName, tc.edits...)))
+				resp := responseTo(t, newHandler(), reviewOf(t, version, "CREATE", flyteObject(t, version, flyteJobName, tc.edits...)))
 				want := &metav1.Status{
 					Status:  metav1.StatusFailure,
 					Code:    http.StatusUnprocessableEntity,
@@ -350,7 +350,7 @@ func TestPatchCarriesArgsUnescaped(t *testing.T) {
 	})
 	body := reviewOf(t, "v1", "CREATE", object)
 	rec := post(newHandler(), body)
-	resp := admit(t, newHandler(), body)
+	resp := responseTo(t, newHandler(), body)
 	if !bytes.Contains(resp.Patch, []byte(`"`+args+`"`)) {
 		t.Errorf("the patch does not carry the args as they are: %.200s…", resp.Patch)
 	}

@@ -31,9 +31,6 @@ const (
 // before they reach the handler.
 const maxWebhookBodyBytes = 7 << 20
 
-// maxQuotedBytes is the most of a value that decodeReview's errors quote.
-const maxQuotedBytes = 256
-
 // errNotReviewOfObject is decodeReview's error for a body that decodes, but
 // is not an AdmissionReview of reviewAPIVersion with a request and an object.
 var errNotReviewOfObject = errors.New("not an " + reviewAPIVersion + " " + reviewKind + " with a request and an object")
@@ -76,7 +73,7 @@ func decodeReview(body []byte, jobs *mutate.JobDecoder) (*review, error) {
 	rv.job = object.Job() // nil when the object was null or absent
 	if rv.wire.APIVersion != reviewAPIVersion || rv.wire.Kind != reviewKind || rv.wire.Request == nil || rv.job == nil {
 		return nil, fmt.Errorf("decoding the AdmissionReview of apiVersion %s kind %s: %w",
-			truncate.Quoted(rv.wire.APIVersion, maxQuotedBytes), truncate.Quoted(rv.wire.Kind, maxQuotedBytes), errNotReviewOfObject)
+			truncate.Quoted(rv.wire.APIVersion, truncate.MaxQuotedBytes), truncate.Quoted(rv.wire.Kind, truncate.MaxQuotedBytes), errNotReviewOfObject)
 	}
 	return rv, nil
 }

@@ -29,11 +29,6 @@ const (
 	OutcomeDeniedInvalid Outcome = "denied_invalid"
 	// OutcomeWarnedInvalid: an annotation is invalid and the MPIJob is admitted unchanged, with a warning.
 	OutcomeWarnedInvalid Outcome = "warned_invalid"
-	// OutcomeMalformed: the request is no MPIJob creation that can be read;
-	// the object is refused as a bad request. Decide never returns it: the
-	// admission handler does, for a request whose object it cannot give to
-	// Decide, so that every answer is counted by one list of outcomes.
-	OutcomeMalformed Outcome = "malformed"
 )
 
 // Decision is the result of Decide.

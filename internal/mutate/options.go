@@ -6,35 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Annotation keys: the contract between Flyte tasks and this webhook.
-const (
-	// AnnotationTaskCustom holds the task's custom, serialized (JSON or base64 protobuf).
-	AnnotationTaskCustom = "mpi.flyte.org/task-custom"
-	// AnnotationTaskTypeVersion says which message AnnotationTaskCustom holds: "0" or "1".
-	AnnotationTaskTypeVersion = "mpi.flyte.org/task-type-version"
-	// AnnotationWorkerSpecCommand holds the legacy task-config value worker_spec_command.
-	AnnotationWorkerSpecCommand = "mpi.flyte.org/worker-spec-command"
-	// AnnotationWorkerCommandSource is set on a mutated MPIJob to the Source of its worker command.
-	AnnotationWorkerCommandSource = "mpi.flyte.org/worker-command-source"
-)
-
-// MaxAnnotationBytes is the largest annotation value Decide accepts.
-const MaxAnnotationBytes = 64 << 10
-
-// Source says where a worker command came from.
-type Source string
-
-// The sources of a worker command, in order of precedence.
-const (
-	SourceNone              Source = ""
-	SourceTaskCustom        Source = "task-custom"
-	SourceWorkerSpecCommand Source = "worker-spec-command"
-	// SourceFlyteWorkerArgs is the worker command the task declared, which
-	// Flyte writes into the worker container's args (see DeclaredWorkerCommand).
-	SourceFlyteWorkerArgs Source = "flyte-worker-args"
-	SourceFallback        Source = "fallback"
-)
-
 // InjectMode says how the worker command is written into the container.
 type InjectMode string
 
@@ -60,19 +31,19 @@ func ParseInjectMode(s string) (InjectMode, error) {
 	return "", fmt.Errorf("%q is not one of %v", s, InjectModes)
 }
 
-// InvalidPolicy says what happens to a Flyte MPIJob whose annotations are invalid.
-type InvalidPolicy string
+// InvalidAction is what is done with a Flyte MPIJob whose annotations are invalid.
+type InvalidAction string
 
 const (
 	// InvalidDeny rejects the MPIJob with a message naming the annotation.
-	InvalidDeny InvalidPolicy = "deny"
+	InvalidDeny InvalidAction = "deny"
 	// InvalidWarn admits the MPIJob unchanged with an admission warning.
-	InvalidWarn InvalidPolicy = "warn"
+	InvalidWarn InvalidAction = "warn"
 )
 
-// ParseInvalidPolicy checks that s names an InvalidPolicy.
-func ParseInvalidPolicy(s string) (InvalidPolicy, error) {
-	switch p := InvalidPolicy(s); p {
+// ParseInvalidAction checks that s names an InvalidAction.
+func ParseInvalidAction(s string) (InvalidAction, error) {
+	switch p := InvalidAction(s); p {
 	case InvalidDeny, InvalidWarn:
 		return p, nil
 	}
@@ -90,9 +61,9 @@ const DefaultContainerName = "mpi"
 type Options struct {
 	// FlyteTaskSelector selects the MPIJobs that are Flyte tasks, by their labels.
 	FlyteTaskSelector labels.Selector
-	// ContainerName is the name the MPI container is expected to have. The
-	// patch goes to the first container, the one both MPI operators run MPI
-	// in; a container of this name further down is warned about.
+	// ContainerName is the name the MPI container is expected to have. It
+	// only raises a warning, for a container of this name further down: the
+	// patch goes to the first container, the one both MPI operators run MPI in.
 	ContainerName string
 	// InjectAs says how the command is written into the container.
 	InjectAs InjectMode
@@ -103,7 +74,7 @@ type Options struct {
 	// annotation nor the task gives one; empty means do nothing.
 	FallbackCommand []string
 	// OnInvalid says what happens when an annotation is invalid.
-	OnInvalid InvalidPolicy
+	OnInvalid InvalidAction
 }
 
 // DefaultOptions returns the options the server runs with when no flag is given.

@@ -10,6 +10,12 @@ import (
 	"strconv"
 )
 
+// MaxQuotedBytes is the most of a value that a message quotes (Quoted). A
+// message says what was wrong and where (the byte offset); the rest of a
+// 64 KiB value, repeated in every answer and log line, would only fill the
+// logs.
+const MaxQuotedBytes = 256
+
 // String returns s when it is at most max bytes long; else its first max
 // bytes followed by "… (N bytes)", N being the length of s.
 func String(s string, max int) string {
