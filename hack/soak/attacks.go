@@ -27,7 +27,7 @@ var (
 	helloConns  = flag.Int("hello-conns", 1000, "partial-hello: TLS connections")
 	helloBytes  = flag.Int("hello-bytes", 64<<10, "partial-hello: the size the ClientHello declares; all but its last byte is sent")
 	helloRenew  = flag.Duration("hello-renew", 5*time.Second, "partial-hello: each connection is closed and opened again after this")
-	silentN     = flag.Int("silent-conns", 6000, "silent-conns: TCP connections that never send a byte")
+	silentN     = flag.Int("silent-conns", 6000, "silent-conns: TCP connections that never send a byte (silent-half: half as many)")
 	manyN       = flag.Int("many-containers", 80000, "many-containers: empty Worker containers in the review")
 	manyClients = flag.Int("many-clients", 32, "many-containers: clients posting it back to back")
 	hugeN       = flag.Int("huge-containers", 900000, "huge-containers: empty Worker containers in the review")
@@ -120,9 +120,15 @@ func partialClientHello(size int) []byte {
 
 // silentConns opens -silent-conns TCP connections to the webhook that never
 // send a byte, each opened again when closed.
-func silentConns(ctx context.Context, w *webhook) string {
-	opened, failed := repeat(ctx, *silentN, func() error { return hold(ctx, w.address, nil, 0) })
-	return fmt.Sprintf("%d connections: %d were closed by the webhook and opened again, %d failed to connect", *silentN, opened, failed)
+func silentConns(ctx context.Context, w *webhook) string { return silent(ctx, w, *silentN) }
+
+// silentHalf is silentConns with half as many: a flood that fits the
+// kernel's listen backlog.
+func silentHalf(ctx context.Context, w *webhook) string { return silent(ctx, w, *silentN/2) }
+
+func silent(ctx context.Context, w *webhook, n int) string {
+	opened, failed := repeat(ctx, n, func() error { return hold(ctx, w.address, nil, 0) })
+	return fmt.Sprintf("%d connections: %d were closed by the webhook and opened again, %d failed to connect", n, opened, failed)
 }
 
 // manyContainers posts a review with -many-containers empty Worker containers.

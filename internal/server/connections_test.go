@@ -78,7 +78,7 @@ func TestFairListenerPlaces(t *testing.T) {
 	type step struct {
 		arrives, closes string // a connection's name: its address's letter and its number
 		// doing is what the connection that arrives does from then on: "" is
-		// work (a handshake under way, a request), else silent, new or idle.
+		// work (a request), else silent, handshake, new or idle.
 		doing    string
 		admitted []string
 		waiting  []string
@@ -128,6 +128,14 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a7", admitted: []string{"a7"}, closed: []string{"a2", "a3", "a4"}},
 			{arrives: "a8", waiting: []string{"a8"}, closed: []string{"a2", "a3", "a4"}},
 		}},
+		{"no request yet: a handshake waiting or under way gives way as one done does, the oldest first", 3, 1, []step{
+			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
+			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
+			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
+			{arrives: "a4", admitted: []string{"a4"}, closed: []string{"a2"}},
+			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a2", "a3"}},
+			{arrives: "a6", admitted: []string{"a6"}, closed: []string{"a1", "a2", "a3"}},
+		}},
 		{"a connection at work is not the victim while its address holds one doing nothing", 3, 1, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", admitted: []string{"a2"}},
@@ -158,7 +166,7 @@ func TestFairListenerPlaces(t *testing.T) {
 				if step.arrives != "" {
 					recorders[step.arrives] = &closeRecorder{}
 					conns[step.arrives] = &fairConn{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
-						state: map[string]connState{"": connActive, "silent": connSilent, "new": connNew, "idle": connIdle}[step.doing]}
+						state: map[string]connState{"": connActive, "silent": connSilent, "handshake": connHandshake, "new": connNew, "idle": connIdle}[step.doing]}
 					l.arrive(conns[step.arrives])
 				}
 				if step.closes != "" {
@@ -207,7 +215,9 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.sentByte(first.(*fairConn)) // its handshake is under way: it does work
+	l.mu.Lock()
+	l.setState(first.(*fairConn), connActive) // it carries a request: it does work
+	l.mu.Unlock()
 	dial("hello")
 	fair := l
 	deadline := time.Now().Add(10 * time.Second)
