@@ -171,8 +171,9 @@ func (l *fairListener) arrive(c *fairConn) {
 // givesWay is the port's one rule, the gate's too: when every place is
 // taken, the address holding the most gives way. It loses first what does
 // no work: a connection that has sent no byte, then one with no request
-// yet (its handshake waiting or under way, or done), then one idle between
-// requests, the oldest among equals. Only when
+// yet (first one whose handshake is done: the API server sends its request
+// at once; then one whose handshake waits or is under way), then one idle
+// between requests, the oldest among equals. Only when
 // it holds none of those does it lose its oldest, and only to an address
 // that would still hold less. nil: nobody gives way, and the newcomer waits.
 func (l *fairListener) givesWay(newcomer string) *fairConn {
@@ -253,7 +254,7 @@ const (
 
 // doesNoWork ranks the states of the connections that do nothing for
 // their client, in the order they give way (givesWay).
-var doesNoWork = map[connState]int{connSilent: 1, connHandshake: 2, connNew: 2, connIdle: 3}
+var doesNoWork = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3, connIdle: 4}
 
 // track is the ConnState hook of the http.Server that serves l: net/http
 // calls it synchronously as each connection changes state.

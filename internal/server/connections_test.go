@@ -128,11 +128,11 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a7", admitted: []string{"a7"}, closed: []string{"a2", "a3", "a4"}},
 			{arrives: "a8", waiting: []string{"a8"}, closed: []string{"a2", "a3", "a4"}},
 		}},
-		{"no request yet: a handshake waiting or under way gives way as one done does, the oldest first", 3, 1, []step{
+		{"no request yet: one served gives way before one whose handshake waits or is under way", 3, 1, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
-			{arrives: "a4", admitted: []string{"a4"}, closed: []string{"a2"}},
+			{arrives: "a4", admitted: []string{"a4"}, closed: []string{"a3"}},
 			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a2", "a3"}},
 			{arrives: "a6", admitted: []string{"a6"}, closed: []string{"a1", "a2", "a3"}},
 		}},

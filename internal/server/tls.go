@@ -23,26 +23,23 @@ import (
 // The bounds on TLS handshakes.
 const (
 	// MaxHandshakes bounds the TLS handshakes in progress, shared among
-	// client addresses (gate). Each costs milliseconds of CPU and a
-	// ClientHello's buffers; beyond the bound a new connection waits,
-	// unread, so that the requests on connections already open, which is
-	// how the API server sends them, go first.
+	// client addresses (gate): each costs milliseconds of CPU, and beyond
+	// the bound a connection waits, unread, while the requests on open
+	// connections, how the API server sends them, go first.
 	MaxHandshakes = 16
 
-	// SlowHandshake is how long a handshake may take once it has a place:
-	// the API server's takes a round trip or two on the cluster's network,
-	// so a connection that sends nothing holds a place no longer than this,
-	// and the places free for the waiting at least MaxHandshakes times in it.
+	// SlowHandshake is how long a handshake may hold its place: the API
+	// server's takes a round trip or two, so the places free for the
+	// waiting at least MaxHandshakes times a second.
 	SlowHandshake = time.Second
 
 	// HandshakeTimeout bounds the time from a connection's accept to the
 	// end of its handshake, waiting included.
 	HandshakeTimeout = ReadHeaderTimeout
 
-	// MaxClientHelloBytes bounds a TLS ClientHello. Browsers and Go's own
-	// client send under 2 KiB, post-quantum key shares included; crypto/tls
-	// would buffer one of up to 64 KiB (and its records) for each
-	// connection still sending it.
+	// MaxClientHelloBytes bounds a TLS ClientHello: Go's client sends under
+	// 2 KiB, post-quantum key shares included, where crypto/tls would buffer
+	// up to 64 KiB for each connection still sending one.
 	MaxClientHelloBytes = 16 << 10
 )
 
@@ -62,20 +59,22 @@ func init() {
 // Accept before its deadline.
 func (l *fairListener) handshake(c *fairConn) {
 	defer l.inFlight.Done()
+	fail := func() {
+		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one that sent nothing in time
+		_ = c.Close()
+	}
 	deadline := time.Now().Add(l.timeout)
 	_ = c.SetDeadline(deadline)
 	// A connection that sends nothing takes no place among the handshakes.
 	first := make([]byte, 1)
 	if _, err := io.ReadFull(c, first); err != nil {
-		tlsHandshakeErrors.Inc()
-		_ = c.Close()
+		fail()
 		return
 	}
 	l.sentByte(c)
 	ticket, err := l.handshakes.enter(c.address, deadline)
 	if err != nil {
-		tlsHandshakeErrors.Inc()
-		_ = c.Close()
+		fail()
 		return
 	}
 	if slow := time.Now().Add(l.slow); slow.Before(deadline) {
@@ -86,8 +85,7 @@ func (l *fairListener) handshake(c *fairConn) {
 	err = tlsConn.HandshakeContext(context.Background())
 	l.handshakes.leave(ticket)
 	if err != nil {
-		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one that sent nothing within slow
-		_ = c.Close()
+		fail()
 		return
 	}
 	_ = c.SetDeadline(time.Time{}) // http.Server sets its own
@@ -134,13 +132,9 @@ func (c *helloBoundedConn) Read(p []byte) (n int, err error) {
 }
 
 // signingAtMost returns getCertificate with keys that sign at most n
-// handshakes at once. A handshake's signature costs up to milliseconds of
-// CPU (RSA 2048, cert-manager's default key; a tenth of that with the
-// install's ECDSA P-256); when hundreds of clients connect
-// at once, the goroutines signing would each take their turn on the CPU
-// before a request on a connection already open. Waiting for the semaphore,
-// they are not runnable, so requests on open connections, which is how the
-// API server sends them, go first.
+// handshakes at once: a signature costs up to milliseconds of CPU (RSA
+// 2048; a tenth of that with ECDSA P-256), and goroutines waiting for the
+// semaphore are not runnable, so requests on open connections go first.
 func signingAtMost(n int, getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	signing := make(chan struct{}, n)
 	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
