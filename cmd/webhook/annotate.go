@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -12,15 +11,10 @@ import (
 
 // runAnnotate prints the annotations that carry a task to the webhook.
 func runAnnotate(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("annotate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: webhook annotate -f FILE\n\n"+
-			"FILE is the task custom as JSON, or a task serialized by pyflyte serialize (a binary\n"+
-			"flyteidl TaskTemplate or TaskSpec); - reads standard input. Prints the annotations\n"+
-			"to add to the task's pod template or launch plan, as YAML.")
-		fs.PrintDefaults()
-	}
+	fs := subcommandFlags("annotate", "usage: webhook annotate -f FILE\n\n"+
+		"FILE is the task custom as JSON, or a task serialized by pyflyte serialize (a binary\n"+
+		"flyteidl TaskTemplate or TaskSpec); - reads standard input. Prints the annotations\n"+
+		"to add to the task's pod template or launch plan, as YAML.", stderr)
 	file := fs.String("f", "", "the task custom (JSON) or serialized task; - reads standard input")
 	if err := fs.Parse(args); err != nil {
 		return err

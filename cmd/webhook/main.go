@@ -92,3 +92,15 @@ func readInput(file string, stdin io.Reader) ([]byte, error) {
 	}
 	return os.ReadFile(file)
 }
+
+// subcommandFlags is a subcommand's flag set: its errors, and usage followed
+// by the flags, on stderr.
+func subcommandFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -28,14 +27,9 @@ var errDenied = errors.New("denied")
 // runPreview prints an MPIJob as the webhook would store it. It sends the job
 // through the server's own handler, so the preview cannot drift from it.
 func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("preview", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: webhook preview -f FILE [decision flags]\n\n"+
-			"Prints the MPIJob in FILE (YAML or JSON, kubeflow.org/v1 or v2beta1; - reads standard input)\n"+
-			"as the webhook would store it, and the decision on standard error.")
-		fs.PrintDefaults()
-	}
+	fs := subcommandFlags("preview", "usage: webhook preview -f FILE [decision flags]\n\n"+
+		"Prints the MPIJob in FILE (YAML or JSON, kubeflow.org/v1 or v2beta1; - reads standard input)\n"+
+		"as the webhook would store it, and the decision on standard error.", stderr)
 	file := fs.String("f", "", "the MPIJob to preview; - reads standard input")
 	opts := mutate.DefaultOptions()
 	bindDecisionFlags(fs, &opts)
@@ -123,11 +117,7 @@ func previewCreate(webhook *ctrladmission.Webhook, object []byte, gvk schema.Gro
 // printDecision prints the decision and every warning the response carries:
 // Decide's, and the handler's own, such as an MPIJob it could not read.
 func printDecision(w io.Writer, d mutate.Decision, warnings []string) {
-	source := string(d.Source)
-	if source == "" {
-		source = "(none)"
-	}
-	fmt.Fprintf(w, "outcome:   %s\nsource:    %s\n", d.Outcome, source)
+	fmt.Fprintf(w, "outcome:   %s\nsource:    %s\n", d.Outcome, d.Source)
 	if d.Container >= 0 {
 		fmt.Fprintf(w, "container: %s (worker container %d)\ncommand:   %s\nargs:      %s\n",
 			d.ContainerName, d.Container, words(d.Command), words(d.Args))

@@ -136,7 +136,7 @@ func (d *decider) decide(req *admissionv1.AdmissionRequest, job *mutate.Job) mut
 		if job, err = d.jobs.Decode(req.Object.Raw); err != nil {
 			// A field Decide reads has the wrong JSON type: the API server's
 			// validation refuses the object itself, with a message that says where.
-			return mutate.Decision{Outcome: mutate.OutcomeUnchanged, Container: -1, Warnings: []string{
+			return mutate.Decision{Outcome: mutate.OutcomeUnchanged, Source: mutate.SourceNone, Container: -1, Warnings: []string{
 				"the MPIJob could not be read, so no worker command was injected: " + err.Error()}}
 		}
 	}
@@ -153,11 +153,11 @@ func (d *decider) decide(req *admissionv1.AdmissionRequest, job *mutate.Job) mut
 const outcomeMalformed mutate.Outcome = "malformed"
 
 // skipped is the decision on a request that is no MPIJob creation.
-var skipped = mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Container: -1}
+var skipped = mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Source: mutate.SourceNone, Container: -1}
 
 // malformed is the decision on a request whose object err says cannot be read.
 func malformed(err error) mutate.Decision {
-	return mutate.Decision{Outcome: outcomeMalformed, Container: -1, Err: err}
+	return mutate.Decision{Outcome: outcomeMalformed, Source: mutate.SourceNone, Container: -1, Err: err}
 }
 
 // answer is the response to req that carries decision d.

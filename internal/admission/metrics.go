@@ -22,9 +22,5 @@ func init() {
 
 // countDecision counts one decision.
 func countDecision(d mutate.Decision) {
-	source := string(d.Source)
-	if d.Source == mutate.SourceNone {
-		source = "none"
-	}
-	decisionsTotal.WithLabelValues(string(d.Outcome), source).Inc()
+	decisionsTotal.WithLabelValues(string(d.Outcome), string(d.Source)).Inc()
 }

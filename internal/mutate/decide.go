@@ -84,7 +84,7 @@ func (e *AnnotationError) Unwrap() error { return e.Err }
 // Decide decides what to do with the creation of an MPIJob. It does not
 // change job. opts must have a FlyteTaskSelector; DefaultOptions has one.
 func Decide(job *Job, opts Options) Decision {
-	d := Decision{Container: -1}
+	d := Decision{Container: -1, Source: SourceNone}
 	if !opts.FlyteTaskSelector.Matches(labels.Set(job.Metadata.Labels)) {
 		d.Outcome = OutcomeSkippedNotFlyte // not a Flyte task: leave it
 		return d

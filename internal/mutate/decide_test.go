@@ -73,8 +73,10 @@ func TestDecide(t *testing.T) {
 			Value: map[string]string{AnnotationWorkerCommandSource: string(source)}})
 		return r
 	}
-	unchangedNoCommand := result{Outcome: OutcomeUnchanged, Container: -1}
-	denied := func(msg string) result { return result{Outcome: OutcomeDeniedInvalid, Container: -1, Err: msg} }
+	unchangedNoCommand := result{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1}
+	denied := func(msg string) result {
+		return result{Outcome: OutcomeDeniedInvalid, Source: SourceNone, Container: -1, Err: msg}
+	}
 
 	cases := map[string]struct {
 		job  *Job
@@ -245,7 +247,7 @@ func TestDecide(t *testing.T) {
 		},
 		"a sidecar before the MPI container: a warning, even with no command to inject": {
 			job: flyteJob().containers(Container{Name: "sidecar"}, Container{Name: "mpi", Args: list(workerCommand...)}).obj(),
-			want: result{Outcome: OutcomeUnchanged, Container: -1,
+			want: result{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1,
 				Warnings: []string{`spec.mpiReplicaSpecs.Worker.template.spec.containers[1]: is named "mpi", but the MPI operators use the first container, "sidecar": the training-operator launcher starts the ranks there with kubectl exec, and mpi-operator mounts the SSH keys there and runs sshd there by default; the worker command goes there too; put the MPI container first`}},
 		},
 		"duplicate container names: the first": {
@@ -265,11 +267,11 @@ func TestDecide(t *testing.T) {
 		},
 		"not a Flyte task: skipped, annotation or not": {
 			job:  flyteJob().labels(map[string]string{"app": "horovod"}).annotation(AnnotationTaskCustom, "garbage").obj(),
-			want: result{Outcome: OutcomeSkippedNotFlyte, Container: -1},
+			want: result{Outcome: OutcomeSkippedNotFlyte, Source: SourceNone, Container: -1},
 		},
 		"one Flyte label is not enough": {
 			job:  flyteJob().labels(map[string]string{"execution-id": "x"}).annotation(AnnotationTaskCustom, flytekitCustom).obj(),
-			want: result{Outcome: OutcomeSkippedNotFlyte, Container: -1},
+			want: result{Outcome: OutcomeSkippedNotFlyte, Source: SourceNone, Container: -1},
 		},
 		"--flyte-task-selector": {
 			job: flyteJob().labels(map[string]string{"team": "ml"}).annotation(AnnotationTaskCustom, flytekitCustom).obj(),
@@ -336,12 +338,12 @@ func TestDecide(t *testing.T) {
 		},
 		"no Launcher: no inference, with a warning": {
 			job: flyteJob().noLauncher().workerArgs(workerCommand...).obj(),
-			want: result{Outcome: OutcomeUnchanged, Container: -1,
+			want: result{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1,
 				Warnings: []string{"spec.mpiReplicaSpecs.Launcher: missing, so the Worker's args were not taken for a worker command the task declared"}},
 		},
 		"a Launcher without containers: no inference, with a warning": {
 			job: flyteJob().launcherContainers().workerArgs(workerCommand...).obj(),
-			want: result{Outcome: OutcomeUnchanged, Container: -1,
+			want: result{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1,
 				Warnings: []string{"spec.mpiReplicaSpecs.Launcher.template.spec.containers: no containers, so the Worker's args were not taken for a worker command the task declared"}},
 		},
 		"no Launcher, and a worker that runs the task: no warning": {
@@ -495,7 +497,7 @@ func TestDecide(t *testing.T) {
 		"--on-invalid=warn admits unchanged, with the reason": {
 			job:  flyteJob().annotation(AnnotationTaskCustom, `{"workerReplicas":{"command":"x"}}`).obj(),
 			opts: func(o *Options) { o.OnInvalid = InvalidWarn },
-			want: result{Outcome: OutcomeWarnedInvalid, Container: -1,
+			want: result{Outcome: OutcomeWarnedInvalid, Source: SourceNone, Container: -1,
 				Err:      "mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings",
 				Warnings: []string{"mpi.flyte.org/task-custom: workerReplicas.command: expected a list of strings; the MPIJob was admitted unchanged"}},
 		},

@@ -21,7 +21,9 @@ type Source string
 
 // The sources of a worker command, in order of precedence.
 const (
-	SourceNone              Source = ""
+	// SourceNone: no worker command was found, and the job keeps what it
+	// has, without the source annotation; the metrics and logs say "none".
+	SourceNone              Source = "none"
 	SourceTaskCustom        Source = "task-custom"
 	SourceWorkerSpecCommand Source = "worker-spec-command"
 	// SourceFlyteWorkerArgs is the worker command the task declared, which

@@ -82,9 +82,9 @@ func (t task) declares() bool { return t.source != mutate.SourceNone }
 // workers' `sleep 365d`, started there by kubectl exec. The others declare
 // sshd, each in its own way, and their ranks check that it answers.
 var (
-	mpiNothing     = task{name: "an MPI task that declares no worker command", flyteCase: fixtures.MPIPlain}
+	mpiNothing     = task{name: "an MPI task that declares no worker command", flyteCase: fixtures.MPIPlain, source: mutate.SourceNone}
 	horovodNothing = task{name: "a Horovod task that declares no worker command",
-		flyteCase: fixtures.HorovodNoWorkerCommand}
+		flyteCase: fixtures.HorovodNoWorkerCommand, source: mutate.SourceNone}
 	mpiDeclared = task{name: "an MPI task that declares Worker(command=sshd ...)", flyteCase: fixtures.MPIPlain,
 		launch: []string{"-worker-command", sshdJSON(), "-env", workerService}, source: mutate.SourceFlyteWorkerArgs}
 	horovodDeclared = task{name: "a Horovod task that declares Worker(command=sshd ...)", flyteCase: horovodCase,
