@@ -96,7 +96,7 @@ const (
 	// may use, so that large ones, arriving fast or slowly, cannot leave
 	// none for the reviews the API server usually sends. A small body that
 	// the budget cannot hold aborts the oldest bodies still arriving; a
-	// large one waits (see limiter.admit).
+	// large one waits (see limiter.claim).
 	SmallRequestReserve = 2 << 20
 
 	// RetryAfterSeconds is the Retry-After of a 503: the API server's
@@ -145,20 +145,20 @@ type body struct {
 	aborted bool
 }
 
-// admit takes b's length from the budget before its first byte is read. A
+// claim takes b's length from the budget before its first byte is read. A
 // small body that the budget cannot hold aborts the bodies still arriving,
 // oldest first: the API server sends a body at once, so those are slow
 // clients'. A large one may not use the reserve, and waits, unread, for the
 // budget to hold it until its deadline: refused, its client would connect
 // again at once, which costs more than waiting.
-func (l *limiter) admit(b *body) error {
+func (l *limiter) claim(b *body) error {
 	var deadline <-chan time.Time
 	for {
 		l.mu.Lock()
-		admitted, freed := l.admitLocked(b), l.freed
+		claimed, freed := l.claimLocked(b), l.freed
 		l.mu.Unlock()
 		switch {
-		case admitted:
+		case claimed:
 			return nil
 		case b.length <= l.smallBytes:
 			return errBusy
@@ -175,7 +175,7 @@ func (l *limiter) admit(b *body) error {
 	}
 }
 
-func (l *limiter) admitLocked(b *body) bool {
+func (l *limiter) claimLocked(b *body) bool {
 	small, budget := b.length <= l.smallBytes, l.maxBytes
 	if !small {
 		budget -= l.reserve
@@ -206,8 +206,8 @@ func (l *limiter) arrived(b *body) error {
 	return nil
 }
 
-// release gives b's length back to the budget: it is answered, or refused.
-func (l *limiter) release(b *body) {
+// free gives b's length back to the budget: it is answered, or refused.
+func (l *limiter) free(b *body) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b.aborted {
@@ -248,11 +248,11 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		// Setting a connection's read deadline is safe from any goroutine,
 		// and wakes the read below; the limiter aborts only a body still arriving.
 		b := &body{length: r.ContentLength, abort: func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) }}
-		if err := l.admit(b); err != nil {
+		if err := l.claim(b); err != nil {
 			refuse(w, refusal(err), err)
 			return
 		}
-		defer l.release(b)
+		defer l.free(b)
 		// The budget holds the Content-Length, so the buffer may too.
 		buf := make([]byte, b.length)
 		if _, err := io.ReadFull(r.Body, buf); err != nil {
