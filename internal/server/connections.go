@@ -129,7 +129,11 @@ func (l *fairListener) acceptInner() {
 			continue
 		}
 		backoff = 0
-		l.arrive(&fairConn{Conn: conn, listener: l, address: clientAddress(conn.RemoteAddr().String())})
+		c := &fairConn{Conn: conn, listener: l, address: clientAddress(conn.RemoteAddr().String())}
+		if sentFirstByte(conn) {
+			c.state = connHandshake
+		}
+		l.arrive(c)
 	}
 }
 
@@ -170,18 +174,24 @@ func (l *fairListener) arrive(c *fairConn) {
 
 // givesWay is the port's one rule, the gate's too: when every place is
 // taken, the address holding the most gives way. It loses first what does
-// no work: a connection that has sent no byte, then one with no request
-// yet (first one whose handshake is done: the API server sends its request
-// at once; then one whose handshake waits or is under way), then one idle
-// between requests, the oldest among equals. Only when
-// it holds none of those does it lose its oldest, and only to an address
-// that would still hold less. nil: nobody gives way, and the newcomer waits.
+// no work: a connection that has sent no byte since its accept. To a
+// newcomer from a lighter address it then loses one whose handshake is
+// done and that has sent no request, then one whose handshake waits or is
+// under way, then one idle between requests, the oldest among equals, and
+// only then its oldest, if it would still hold more. Its own newcomer takes
+// only the first: a lone API server's burst waits for a place rather than
+// reset the connections it is about to send on, whose bytes the webhook
+// may not have read yet. nil: nobody gives way, and the newcomer waits.
 func (l *fairListener) givesWay(newcomer string) *fairConn {
 	heaviest := l.open.heaviest()
 	held := l.open.byAddress[heaviest]
+	most := len(doesNoWork)
+	if heaviest == newcomer {
+		most = doesNoWork[connSilent]
+	}
 	var victim *fairConn
 	for _, c := range held {
-		if rank := doesNoWork[c.state]; rank > 0 && (victim == nil || rank < doesNoWork[victim.state]) {
+		if rank := doesNoWork[c.state]; rank > 0 && rank <= most && (victim == nil || rank < doesNoWork[victim.state]) {
 			victim = c
 		}
 	}

@@ -123,18 +123,26 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a2", doing: "idle", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
 			{arrives: "a4", doing: "silent", admitted: []string{"a4"}},
-			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a4"}},
-			{arrives: "a6", admitted: []string{"a6"}, closed: []string{"a3", "a4"}},
-			{arrives: "a7", admitted: []string{"a7"}, closed: []string{"a2", "a3", "a4"}},
-			{arrives: "a8", waiting: []string{"a8"}, closed: []string{"a2", "a3", "a4"}},
+			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a4"}},
+			{arrives: "b2", admitted: []string{"b2"}, closed: []string{"a3", "a4"}},
+			{arrives: "b3", admitted: []string{"b3"}, closed: []string{"a2", "a3", "a4"}},
+			{arrives: "b4", waiting: []string{"b4"}, closed: []string{"a2", "a3", "a4"}},
 		}},
 		{"no request yet: one served gives way before one whose handshake waits or is under way", 3, 1, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
-			{arrives: "a4", admitted: []string{"a4"}, closed: []string{"a3"}},
-			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a2", "a3"}},
-			{arrives: "a6", admitted: []string{"a6"}, closed: []string{"a1", "a2", "a3"}},
+			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a3"}},
+			{arrives: "b2", admitted: []string{"b2"}, closed: []string{"a2", "a3"}},
+			{arrives: "b3", waiting: []string{"b3"}, closed: []string{"a2", "a3"}},
+		}},
+		{"its own newcomer takes only one that has sent nothing", 4, 1, []step{
+			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
+			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
+			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
+			{arrives: "a4", doing: "silent", admitted: []string{"a4"}},
+			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a4"}},
+			{arrives: "a6", waiting: []string{"a6"}, closed: []string{"a4"}},
 		}},
 		{"a connection at work is not the victim while its address holds one doing nothing", 3, 1, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
@@ -337,5 +345,42 @@ func handOver(l *fairListener) {
 			defer l.inFlight.Done()
 			l.done <- c
 		}()
+	}
+}
+
+// TestSentFirstByte checks the peek at accept over TCP: a connection whose
+// client has written is told apart from one whose client has not, and the
+// byte is still there to read.
+func TestSentFirstByte(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, data := range []string{"", "h"} {
+		client, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		server, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer server.Close()
+		if got := sentFirstByte(server); got != (runtime.GOOS != "linux") {
+			t.Errorf("before the client wrote: sentFirstByte = %t", got)
+		}
+		if data == "" {
+			continue
+		}
+		if _, err := client.Write([]byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "the byte arrives", func() bool { return sentFirstByte(server) })
+		got := make([]byte, 1)
+		if _, err := io.ReadFull(server, got); err != nil || string(got) != data {
+			t.Errorf("read %q, %v after the peek; want %q", got, err, data)
+		}
 	}
 }

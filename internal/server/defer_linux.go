@@ -2,7 +2,10 @@
 
 package server
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // deferAccept has the kernel hand the webhook a connection only once its
 // client has sent a byte, or HandshakeTimeout after (TCP_DEFER_ACCEPT, as
@@ -18,4 +21,23 @@ func deferAccept(_, _ string, c syscall.RawConn) error {
 		return controlErr
 	}
 	return err
+}
+
+// sentFirstByte says whether conn's client has sent a byte the webhook has
+// not read yet, without reading it (MSG_PEEK): a connection just accepted
+// is not taken for a silent one while its handshake has not begun.
+func sentFirstByte(conn net.Conn) bool {
+	tcp, ok := conn.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	raw, err := tcp.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var n int
+	_ = raw.Control(func(fd uintptr) {
+		n, _, _ = syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	})
+	return n > 0
 }

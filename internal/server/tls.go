@@ -89,7 +89,7 @@ func (l *fairListener) handshake(c *fairConn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{}) // http.Server sets its own
-	abandoned := time.NewTimer(time.Until(deadline))
+	abandoned := time.NewTimer(l.timeout)
 	defer abandoned.Stop()
 	select {
 	case l.done <- tlsConn:
