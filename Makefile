@@ -232,12 +232,17 @@ test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-
 
 # What make test-cluster passes to the suite (test/cluster), e.g. -ginkgo.focus=Succeeded.
 TEST_CLUSTER_ARGS ?=
+# What make test-cluster runs on the cluster, in its network namespace: the suite, or e.g. bash, a shell
+# with the cluster's KUBECONFIG and every part's variable (docs/CLUSTER.md); the cluster goes when it ends.
+TEST_CLUSTER_CMD ?= bin/cluster.test -test.v -ginkgo.v -ginkgo.no-color $(TEST_CLUSTER_ARGS)
 # The Debian packages of the cluster's node and its registry, which make test-cluster installs when missing.
 TEST_CLUSTER_PACKAGES = containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux \
 	docker-registry skopeo
 # The release make test-cluster makes and installs from the cluster's registry, as a user installs one.
 TEST_CLUSTER_VERSION = v0.0.0-cluster
 TEST_CLUSTER_DIST = bin/cluster-release
+# Where make test-cluster keeps the logs of the cluster's parts (flytepropeller's among them) when it tears it down.
+TEST_CLUSTER_LOGS = bin/cluster-logs
 
 .PHONY: test-cluster
 test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with a registry and the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, and with it installed from make release's artifacts as the README says (Helm from the registry, one file, kustomize), under training-operator v1.8.1 and v1.9.4, and tear it all down (docs/CLUSTER.md).
@@ -247,7 +252,8 @@ test-cluster: helm ## Start a real single-node cluster in a network namespace (t
 	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
 		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
 		TRAINING_OPERATOR_V1_9_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) hack/e2e-operators.sh) && export $$operators && \
-	flyte=$$(hack/flyte-testdata.sh binary) && export $$flyte && t "operators and Flyte's backend built" && \
+	flyte=$$(hack/flyte-testdata.sh binary) && export $$flyte && \
+	propeller=$$(hack/flyte-testdata.sh propeller) && export $$propeller && t "operators, Flyte's backend and flytepropeller built" && \
 	job=$$(hack/cluster/job-image.sh) && export $$job && t "job image built" && \
 	rm -rf $(TEST_CLUSTER_DIST) && \
 	$(MAKE) --no-print-directory release VERSION=$(TEST_CLUSTER_VERSION) DIST_DIR=$(TEST_CLUSTER_DIST) && \
@@ -255,8 +261,8 @@ test-cluster: helm ## Start a real single-node cluster in a network namespace (t
 	$(GO) test -c -o bin/cluster.test ./test/cluster && t "suite built" && \
 	env $(ENVTEST_ENV) MPIJOB_CRD_V1_9="$(MPIJOB_CRD_V1_9)" IMAGE_TARS="$$JOB_IMAGE_TAR" \
 		RELEASE_DIR=$(abspath $(TEST_CLUSTER_DIST)) RELEASE_VERSION=$(TEST_CLUSTER_VERSION) \
-		SOURCE_DIR=$(CURDIR) HELM=$(HELM) \
-		test/cluster/cluster.sh test bin/cluster.test -test.v -ginkgo.v -ginkgo.no-color $(TEST_CLUSTER_ARGS) && t "done"
+		SOURCE_DIR=$(CURDIR) HELM=$(HELM) CLUSTER_LOGS=$(abspath $(TEST_CLUSTER_LOGS)) \
+		test/cluster/cluster.sh test $(TEST_CLUSTER_CMD) && t "done"
 
 ##@ Deployment
 

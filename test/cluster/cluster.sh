@@ -15,7 +15,8 @@
 # hack/envtest-assets.sh), KUBELET_BIN, KUBE_SCHEDULER_BIN,
 # KUBE_CONTROLLER_MANAGER_BIN, PAUSE_BIN, KUBECTL_DELIVERY_BIN and
 # CLUSTER_IMAGE_BIN (hack/cluster/build.sh), TRAINING_OPERATOR_BIN
-# (hack/e2e-operators.sh), MPIJOB_CRD_V1, and IMAGE_TARS: image tarballs to
+# (hack/e2e-operators.sh), MPIJOB_CRD_V1, PROPELLER_BIN (Flyte's controller,
+# test/cluster/propeller: hack/flyte-testdata.sh propeller), and IMAGE_TARS: image tarballs to
 # import into the node's containerd. From Debian: containerd, runc, the CNI
 # plugins, iproute2, iptables, openssl and docker-registry (make test-cluster
 # installs them with hack/apt-install.sh).
@@ -37,7 +38,9 @@
 # children (containerd's shims), in the cgroup $daemons_cgroup, and the
 # Pods in the kubelet's cgroup root $cgroup_root: down kills what is in them
 # by PID, unmounts what is mounted under $CLUSTER_STATE, removes the cgroups,
-# the namespace and $CLUSTER_STATE. Each step is logged with its time.
+# the namespace and $CLUSTER_STATE. Each step is logged with its time. The
+# logs of the cluster's parts (flytepropeller's, with the events of its log
+# sink, among them) are kept in $CLUSTER_LOGS, when set, by down.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -51,6 +54,9 @@ pod_cidr=10.218.0.0/24
 service_cidr=10.219.0.0/24
 api_service_ip=10.219.0.1
 registry=$node_ip:5000
+# flytepropeller's metrics, profiling and health checks (its prof-port), on the
+# namespace's addresses.
+propeller_port=10254
 # Where the training-operator looks for its webhook certificate (a constant in its code),
 # in its own mount namespace.
 operator_cert_dir=/tmp/k8s-webhook-server/serving-certs
@@ -218,6 +224,42 @@ configs() {
 		  tls: {certificate: $state/pki/registry.crt, key: $state/pki/registry.key}
 	YAML
 	: > "$state/resolv.conf"
+	# Flyte's controller as its README runs it locally, without what the
+	# suite does not need: no flyteadmin (events to its log, no launch plans,
+	# an admin endpoint never dialled), no data catalog, no blob store (a task
+	# without inputs or outputs reads none: the node's inputs, written by
+	# propeller itself, stay in memory), the FlyteWorkflow CRD of its own
+	# making, and the mpi plugin alone (an empty list would watch every
+	# plugin's CRD).
+	cat > "$state/propeller.yaml" <<-YAML
+		propeller:
+		  kube-config: $state/admin.kubeconfig
+		  create-flyteworkflow-crd: true
+		  enable-admin-launcher: false
+		  publish-k8s-events: true
+		  limit-namespace: all
+		  workers: 4
+		  workflow-reeval-duration: 5s
+		  downstream-eval-duration: 5s
+		  # A scheme, which the task's output reader needs, on the in-memory store's paths.
+		  metadata-prefix: mem://flyte/metadata
+		  prof-port: $propeller_port
+		tasks:
+		  task-plugins:
+		    enabled-plugins: [mpi]
+		storage:
+		  type: mem
+		event:
+		  type: log
+		catalog-cache:
+		  type: noop
+		admin:
+		  endpoint: dns:///127.0.0.1:1
+		  insecure: true
+		logger:
+		  level: 4
+		  formatter: {type: text}
+	YAML
 	cat > "$state/kubelet.yaml" <<-YAML
 		apiVersion: kubelet.config.k8s.io/v1beta1
 		kind: KubeletConfiguration
@@ -282,7 +324,7 @@ vacant() {
 
 up() {
 	need KUBEBUILDER_ASSETS KUBELET_BIN KUBE_SCHEDULER_BIN KUBE_CONTROLLER_MANAGER_BIN PAUSE_BIN \
-		KUBECTL_DELIVERY_BIN CLUSTER_IMAGE_BIN TRAINING_OPERATOR_BIN MPIJOB_CRD_V1 KUBECTL
+		KUBECTL_DELIVERY_BIN CLUSTER_IMAGE_BIN TRAINING_OPERATOR_BIN MPIJOB_CRD_V1 KUBECTL PROPELLER_BIN
 	vacant
 	mkdir -p "$state"/{logs,pids,images}
 	echo "$KUBECTL" > "$state/kubectl.bin"
@@ -321,6 +363,7 @@ up() {
 		--bind-address 127.0.0.1 --leader-elect=false
 	kubelet
 	operator "$TRAINING_OPERATOR_BIN" "$MPIJOB_CRD_V1"
+	propeller
 	echo "KUBECONFIG=$state/admin.kubeconfig"
 	log "the cluster is up"
 }
@@ -396,6 +439,17 @@ operator() {
 	await "the CRD MPIJob kubeflow.org/v1 is served" 60 kubectl_ get mpijobs.kubeflow.org -A
 }
 
+# propeller runs Flyte's own controller, flytepropeller, as a process with
+# $state/propeller.yaml, once the MPIJob CRD, which its mpi plugin watches,
+# is served; it creates the FlyteWorkflow CRD.
+propeller() {
+	# A copy in $state, as the training-operator's: leftovers finds it by its path.
+	cp "$PROPELLER_BIN" "$state/flytepropeller"
+	start propeller "$state/flytepropeller" --config "$state/propeller.yaml"
+	await "flytepropeller answers on 127.0.0.1:$propeller_port" 60 in_netns bash -c ": <> /dev/tcp/127.0.0.1/$propeller_port"
+	await "the CRD FlyteWorkflow flyte.lyft.com/v1alpha1 is served" 60 kubectl_ get flyteworkflows.flyte.lyft.com -A
+}
+
 # switch_operator stops the training-operator, as an upgrade would, and
 # runs the one of TRAINING_OPERATOR_V1_9_BIN with its CRD.
 switch_operator() {
@@ -412,7 +466,7 @@ switch_operator() {
 # by those in the daemons' and the Pods' cgroups, politely first.
 stop_pids() {
 	local name pid pids=()
-	for name in training-operator kubelet kube-scheduler kube-controller-manager kube-apiserver etcd registry; do
+	for name in propeller training-operator kubelet kube-scheduler kube-controller-manager kube-apiserver etcd registry; do
 		[[ -f "$state/pids/$name" ]] && pids+=("$(cat "$state/pids/$name")")
 	done
 	for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
@@ -475,6 +529,12 @@ down() {
 		umount /run/netns && rmdir /run/netns
 	fi
 	rmdir /var/lib/cni/results /var/lib/cni 2> /dev/null || true # when nothing else left anything there
+	if [[ -n "${CLUSTER_LOGS:-}" && -d "$state/logs" ]]; then
+		rm -rf "$CLUSTER_LOGS"
+		mkdir -p "$(dirname "$CLUSTER_LOGS")"
+		cp -R "$state/logs" "$CLUSTER_LOGS"
+		log "kept the logs of the cluster's parts in $CLUSTER_LOGS"
+	fi
 	rm -rf "$state"
 	leftovers "$run_netns_ours"
 	log "torn down"
@@ -495,6 +555,7 @@ leftovers() {
 	# Ours is gone with the cluster's cgroup; one left would be the Debian
 	# package's own service, which a machine without policy-rc.d starts.
 	pgrep -x docker-registry > /dev/null && left+=("a docker-registry process: $(pgrep -a -x docker-registry)")
+	pgrep -f "^$state/flytepropeller" > /dev/null && left+=("a flytepropeller process: $(pgrep -a -f "^$state/flytepropeller")")
 	((${#left[@]} == 0)) || die "left behind: ${left[*]}"
 }
 
@@ -521,7 +582,8 @@ test)
 	log "running $*"
 	start_test=$SECONDS
 	in_netns env KUBECONFIG="$state/admin.kubeconfig" CLUSTER_SCRIPT="$(realpath "$0")" \
-		CONTAINERD_ADDRESS="$state/containerd/containerd.sock" REGISTRY="$registry" REGISTRY_CA="$state/pki/ca.crt" "$@"
+		CONTAINERD_ADDRESS="$state/containerd/containerd.sock" REGISTRY="$registry" REGISTRY_CA="$state/pki/ca.crt" \
+		PROPELLER_LOG="$state/logs/propeller.log" "$@"
 	log "$1 took $((SECONDS - start_test))s"
 	;;
 *)

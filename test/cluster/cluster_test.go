@@ -135,7 +135,10 @@ func onlyJob(ctx context.Context, namespace string) *unstructured.Unstructured {
 func launchFlyte(ctx context.Context, t task) *unstructured.Unstructured {
 	GinkgoHelper()
 	ns := namespace(ctx)
-	args := append([]string{"launch", "-kubeconfig", kubeconfig, "-namespace", ns, "-case", t.flyteCase, "-cpu", taskCPU}, t.launch...)
+	// -create-owner: the cluster serves FlyteWorkflows (flytepropeller runs
+	// here), and its garbage collector would delete a job whose owner is not there.
+	args := append([]string{"launch", "-kubeconfig", kubeconfig, "-namespace", ns, "-case", t.flyteCase, "-cpu", taskCPU,
+		"-create-owner"}, t.launch...)
 	out := run(ctx, 2*time.Minute, flyteBackend, args...)
 	var result struct {
 		Phase       string          `json:"phase"`
@@ -345,6 +348,16 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		}
 	})
 
+	It("without the add-on, Flyte's controller fails the workflow whose task declares a worker command, after its retry, "+
+		"and runs the one that declares none", func(ctx SpecContext) {
+		runWorkflows(ctx, "without the add-on",
+			flyteWorkflow{task: mpiDeclared, retries: 1,
+				want: workflowOutcome{Phase: "Failed", NodePhase: "Failed", Attempts: 2,
+					ErrorCode: "RetriesExhausted|DownstreamSystemError", ErrorKind: "USER",
+					Error: "[2/2] currentAttempt done. Last Error: USER::Job failed"}},
+			flyteWorkflow{task: mpiNothing, retries: 1, want: succeeded})
+	})
+
 	It("installs the webhook as the README says: skopeo copy and helm push to the registry, helm install oci://; "+
 		"both replicas Ready under Pod Security restricted, running the released image, pulled by its digest", func(ctx SpecContext) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: webhookNamespace, Labels: map[string]string{
@@ -384,6 +397,14 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 	It("with the webhook, runs the worker command each task declares: in Worker(command=...) and in each annotation", func(ctx SpecContext) {
 		runWithAddOn(ctx, mpiDeclared, horovodDeclared, horovodTaskCustom, mpiWorkerSpecCommand)
 	})
+
+	It("with the webhook, Flyte's controller runs each workflow to Succeeded, and fails the one with an invalid annotation at once",
+		func(ctx SpecContext) {
+			// A denial is no job to retry: the task fails at its first attempt, with the webhook's message.
+			runWorkflows(ctx, "webhook", withAddOn(workflowOutcome{Phase: "Failed", NodePhase: "Failed", Attempts: 1,
+				ErrorCode: "BadTaskFormat", ErrorKind: "USER", Error: `admission webhook "` + webhookName + `" denied the request: ` +
+					mutate.AnnotationTaskCustom + `: is neither a JSON object nor standard base64: illegal base64 data at input byte 3`})...)
+		})
 
 	It("admits every job with its worker command through a rollout, a deleted webhook Pod and a kubelet restart", func(ctx SpecContext) {
 		ns := namespace(ctx)
@@ -450,6 +471,12 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		awaitPolicyLoaded(ctx)
 		runWithAddOn(ctx, mpiNothing, horovodNothing, mpiDeclared, horovodDeclared)
 	})
+
+	It("in policy mode, Flyte's controller runs each workflow to Succeeded, the one with an invalid annotation as Flyte made it",
+		func(ctx SpecContext) {
+			// The policy reads no annotation: the job is admitted as Flyte made it, and runs as one that declares nothing.
+			runWorkflows(ctx, "policy", withAddOn(succeeded)...)
+		})
 
 	It("installs the policy from the release's one file, as the README says, and runs the declared worker commands", func(ctx SpecContext) {
 		helm(ctx, "uninstall", release, "--namespace", webhookNamespace, "--wait", "--timeout", "3m")

@@ -4,7 +4,9 @@
 // cluster's registry, with the README's own commands (install_test.go); the
 // training-operator v1.8.1, then v1.9.4, runs the MPIJobs, and Flyte's own
 // backend (hack/flyte-testdata's launch) creates them. The verdict on a job
-// is its MPIJob's Succeeded condition.
+// is its MPIJob's Succeeded condition. Flyte's own controller, flytepropeller,
+// runs workflows on the cluster too, whose verdict is what Flyte shows
+// (flyte_test.go).
 package cluster_test
 
 import (
@@ -69,6 +71,7 @@ func env(name string) string {
 var _ = BeforeSuite(func() {
 	kubeconfig = env("KUBECONFIG")
 	flyteBackend = env("FLYTE_TESTDATA_BIN")
+	propellerBinary, propellerLog = env("PROPELLER_BIN"), env("PROPELLER_LOG")
 	helmBinary = env("HELM")
 	releaseDir, releaseVersion = env("RELEASE_DIR"), env("RELEASE_VERSION")
 	sourceDir = env("SOURCE_DIR")

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -89,7 +90,7 @@ func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec generator.Ex
 		return nil, err
 	}
 	kubeClient := &recordingClient{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
-	transition, err := launch(ctx, kubeClient, tmpl, exec)
+	transition, err := launch(ctx, kubeClient, tmpl, exec, false)
 	if err != nil {
 		return nil, fmt.Errorf("plugin manager Handle for task %q: %w", tmpl.GetId().GetName(), err)
 	}
@@ -130,6 +131,9 @@ func newScheme() (*runtime.Scheme, error) {
 	if err := kubeflowv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("registering kubeflow.org/v1 types: %w", err)
 	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering flyte.lyft.com/v1alpha1 types: %w", err)
+	}
 	return scheme, nil
 }
 
@@ -138,11 +142,18 @@ func newScheme() (*runtime.Scheme, error) {
 // flytepropeller's k8s PluginManager, with flyteplugins' mpi plugin and
 // kubeClient, handles the task's first attempt, which creates its MPIJob.
 // It returns what Handle returns: the transition Flyte reports, or the
-// error that flytepropeller takes for a system error.
-func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTemplate, exec generator.Execution) (pluginscore.Transition, error) {
+// error that flytepropeller takes for a system error. With createOwner, the
+// FlyteWorkflow is created through kubeClient first (createOwner).
+func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTemplate, exec generator.Execution,
+	createOwner bool) (pluginscore.Transition, error) {
 	wf, err := buildFlyteWorkflow(tmpl, exec)
 	if err != nil {
 		return pluginscore.Transition{}, err
+	}
+	if createOwner {
+		if err := createTerminatedOwner(ctx, kubeClient, wf); err != nil {
+			return pluginscore.Transition{}, err
+		}
 	}
 	entry, err := mpiPluginEntry()
 	if err != nil {
@@ -160,6 +171,28 @@ func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTempla
 		return pluginscore.Transition{}, err
 	}
 	return manager.Handle(ctx, tCtx)
+}
+
+// terminationStatusLabel is the label by which flytepropeller leaves alone
+// a FlyteWorkflow it has finished with (its controller's
+// IgnoreCompletedWorkflowsLabelSelector), with its value.
+const terminationStatusLabel, terminated = "termination-status", "terminated"
+
+// createTerminatedOwner creates wf, the owner that the MPIJob's owner
+// reference names, as finished (terminationStatusLabel), and gives wf the
+// UID the API server gave it: on a cluster that serves FlyteWorkflows, its
+// garbage collector deletes a job whose owner does not exist, and a running
+// flytepropeller leaves a finished workflow alone, so that the job is the
+// plugin manager's here alone.
+func createTerminatedOwner(ctx context.Context, kubeClient client.Client, wf *v1alpha1.FlyteWorkflow) error {
+	owner := wf.DeepCopy()
+	owner.UID = ""
+	owner.Labels = mergeInto(maps.Clone(owner.Labels), map[string]string{terminationStatusLabel: terminated})
+	if err := kubeClient.Create(ctx, owner); err != nil {
+		return fmt.Errorf("creating the FlyteWorkflow %s/%s that owns the job: %w", owner.Namespace, owner.Name, err)
+	}
+	wf.UID = owner.UID
+	return nil
 }
 
 // mpiPluginEntry returns the k8s plugin that flyteplugins' mpi package

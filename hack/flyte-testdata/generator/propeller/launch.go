@@ -125,6 +125,9 @@ func (f *taskFlags) task() (*core.TaskTemplate, generator.Execution, error) {
 func Launch(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the API server to create the MPIJob in")
+	createOwner := fs.Bool("create-owner", false, "create the FlyteWorkflow that owns the MPIJob first, labelled "+
+		terminationStatusLabel+"="+terminated+" so that a running flytepropeller leaves it alone: where the API server "+
+		"serves FlyteWorkflows, the garbage collector deletes a job whose owner does not exist")
 	var flags taskFlags
 	flags.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -152,7 +155,7 @@ func Launch(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	var result launchResult
-	transition, err := launch(ctx, kubeClient, tmpl, execution)
+	transition, err := launch(ctx, kubeClient, tmpl, execution, *createOwner)
 	if err != nil {
 		code, _ := stderrors.GetErrorCode(err)
 		result.HandleError = &handleError{Code: code, Message: err.Error()}
