@@ -77,8 +77,8 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
-unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests), the shared fixtures' (test/fixtures) and those of hack/soak's attacks, under the race detector.
-	CGO_ENABLED=1 $(GO) test -race ./cmd/... ./internal/... ./test/manifests/... ./test/fixtures/... ./hack/soak/...
+unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests), the shared fixtures' (test/fixtures) and those of test/soak's attacks, under the race detector.
+	CGO_ENABLED=1 $(GO) test -race ./cmd/... ./internal/... ./test/manifests/... ./test/fixtures/... ./test/soak/...
 
 .PHONY: envtest
 envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.
@@ -113,14 +113,14 @@ fuzz-smoke: ## Run each fuzz target for FUZZ_SMOKE executions (20000x), as make 
 
 # How long each attack of make soak lasts.
 SOAK_DURATION ?= 20s
-# The attacks make soak runs, comma-separated (go run ./hack/soak -h lists them); empty runs all.
+# The attacks make soak runs, comma-separated (go run ./test/soak -h lists them); empty runs all.
 SOAK_SCENARIOS ?=
-# More flags of hack/soak, such as -handshakers=500.
+# More flags of test/soak, such as -handshakers=500.
 SOAK_ARGS ?=
 
 .PHONY: soak
 soak: build ## Run each attack of docs/RELIABILITY.md for SOAK_DURATION (20s), from another loopback address and from the Flyte reviews' own, against a fresh bin/webhook on one core, beside 20 Flyte reviews/s on keep-alive connections and 5/s on new ones; fails when a target is missed. SOAK_SCENARIOS=classic,silent-conns runs some.
-	$(GO) run ./hack/soak -webhook bin/webhook -duration $(SOAK_DURATION) -scenarios '$(SOAK_SCENARIOS)' $(SOAK_ARGS)
+	$(GO) run ./test/soak -webhook bin/webhook -duration $(SOAK_DURATION) -scenarios '$(SOAK_SCENARIOS)' $(SOAK_ARGS)
 
 .PHONY: golden
 golden: ## Rewrite the golden files (docs/hostile-inputs.md, the splitter's refused lines) from what the code answers now.
