@@ -283,9 +283,12 @@ func (l *fairListener) track(conn net.Conn, state http.ConnState) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.setState(c, map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
-		http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}[state])
+	l.setState(c, fromHTTP[state])
 }
+
+// fromHTTP is the connState of each http.ConnState that track is given.
+var fromHTTP = map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
+	http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}
 
 // setState records c's state, and counts the connections with no request yet.
 func (l *fairListener) setState(c *fairConn, state connState) {
