@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -12,51 +13,41 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// TestHelloBoundedConn checks that a ClientHello declaring more than
-// MaxClientHelloBytes is refused at its first nine bytes, whatever reads
-// split them into, and that anything else passes unchanged.
-func TestHelloBoundedConn(t *testing.T) {
+// TestCheckHello checks that a ClientHello declaring more than
+// MaxClientHelloBytes is refused at its first nine bytes, and anything else
+// is not; and that what handshake read of a connection is read again.
+func TestCheckHello(t *testing.T) {
 	hello := func(length int) []byte { // a record header, then a ClientHello's handshake header
-		return []byte{22, 3, 1, 0x40, 0, 1, byte(length >> 16), byte(length >> 8), byte(length), 'x'}
+		return []byte{22, 3, 1, 0x40, 0, 1, byte(length >> 16), byte(length >> 8), byte(length)}
 	}
 	for _, tt := range []struct {
 		name    string
-		sent    []byte
-		reads   []int // the sizes of the reads of the receiver
+		headers []byte
 		wantErr error
 	}{
-		{"a ClientHello of 64 KiB", hello(64 << 10), []int{512}, errHelloTooLarge},
-		{"a ClientHello of 64 KiB read byte by byte", hello(64 << 10), []int{1, 1, 1, 1, 1, 1, 1, 1, 1}, errHelloTooLarge},
-		{"a ClientHello of MaxClientHelloBytes", hello(MaxClientHelloBytes), []int{512}, nil},
-		{"a ClientHello of 2 KiB", hello(2 << 10), []int{3, 512}, nil},
-		{"not TLS", []byte("GET / HTTP/1.1\r\n\r\n"), []int{512}, nil},
+		{"a ClientHello of 64 KiB", hello(64 << 10), errHelloTooLarge},
+		{"a ClientHello of MaxClientHelloBytes + 1", hello(MaxClientHelloBytes + 1), errHelloTooLarge},
+		{"a ClientHello of MaxClientHelloBytes", hello(MaxClientHelloBytes), nil},
+		{"a ClientHello of 2 KiB", hello(2 << 10), nil},
+		{"not TLS", []byte("GET / HTT"), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			client, server := net.Pipe()
-			go func() {
-				_, _ = client.Write(tt.sent)
-				_ = client.Close()
-			}()
-			conn := &helloBoundedConn{Conn: server}
-			var got []byte
-			var err error
-			for _, size := range tt.reads {
-				var n int
-				buf := make([]byte, size)
-				n, err = conn.Read(buf)
-				got = append(got, buf[:n]...)
-				if err != nil {
-					break
-				}
-			}
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("read: %v, want %v", err, tt.wantErr)
-			}
-			if tt.wantErr == nil && !strings.HasPrefix(string(tt.sent), string(got)) {
-				t.Errorf("read %q, want a prefix of %q", got, tt.sent)
+			if err := checkHello(tt.headers); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("checkHello: %v, want %v", err, tt.wantErr)
 			}
 		})
 	}
+	t.Run("read again", func(t *testing.T) {
+		client, server := net.Pipe()
+		go func() {
+			_, _ = client.Write([]byte("ld"))
+			_ = client.Close()
+		}()
+		got, err := io.ReadAll(&readAgainConn{Conn: server, first: []byte("hello, wor")})
+		if err != nil || string(got) != "hello, world" {
+			t.Fatalf("read %q, %v; want %q", got, err, "hello, world")
+		}
+	})
 }
 
 // TestProbeServerBoundsHeaders checks that the probe and metrics ports refuse

@@ -273,7 +273,7 @@ func (l *fairListener) track(conn net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
-	bounded, ok := tlsConn.NetConn().(*helloBoundedConn)
+	bounded, ok := tlsConn.NetConn().(*readAgainConn)
 	if !ok {
 		return
 	}

@@ -66,8 +66,8 @@ func (l *fairListener) handshake(c *fairConn) {
 	deadline := time.Now().Add(l.timeout)
 	_ = c.SetDeadline(deadline)
 	// A connection that sends nothing takes no place among the handshakes.
-	first := make([]byte, 1)
-	if _, err := io.ReadFull(c, first); err != nil {
+	first := make([]byte, helloHeaders)
+	if _, err := io.ReadFull(c, first); err != nil || checkHello(first) != nil {
 		fail()
 		return
 	}
@@ -81,7 +81,7 @@ func (l *fairListener) handshake(c *fairConn) {
 		deadline = slow
 	}
 	_ = c.SetDeadline(deadline)
-	tlsConn := tls.Server(&helloBoundedConn{Conn: c, first: first}, l.config)
+	tlsConn := tls.Server(&readAgainConn{Conn: c, first: first}, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
 	l.handshakes.leave(ticket)
 	if err != nil {
@@ -101,34 +101,35 @@ func (l *fairListener) handshake(c *fairConn) {
 // errHelloTooLarge refuses a ClientHello longer than MaxClientHelloBytes.
 var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes", MaxClientHelloBytes)
 
-// helloBoundedConn reads the first record's header (5 bytes) and the
-// handshake message's (4) as crypto/tls reads them, and fails the read that
-// completes them when they declare a ClientHello above MaxClientHelloBytes,
-// before crypto/tls buffers it.
-type helloBoundedConn struct {
-	net.Conn
-	// first is what was read of the connection before, to be read again.
-	first  []byte
-	header [9]byte
-	seen   int
+// helloHeaders is what handshake reads of a connection before it takes a
+// place: a TLS record's header (5 bytes) and its handshake message's (4).
+const helloHeaders = 9
+
+// checkHello refuses the first bytes of a connection when they declare a
+// ClientHello above MaxClientHelloBytes, before crypto/tls buffers it.
+func checkHello(headers []byte) error {
+	const recordHandshake, clientHello = 22, 1
+	length := int(headers[6])<<16 | int(headers[7])<<8 | int(headers[8])
+	if headers[0] == recordHandshake && headers[5] == clientHello && length > MaxClientHelloBytes {
+		return errHelloTooLarge
+	}
+	return nil
 }
 
-func (c *helloBoundedConn) Read(p []byte) (n int, err error) {
-	if len(c.first) > 0 {
-		n = copy(p, c.first)
-		c.first = c.first[n:]
-	} else {
-		n, err = c.Conn.Read(p)
+// readAgainConn is a connection whose first bytes, read before its
+// handshake, are read again.
+type readAgainConn struct {
+	net.Conn
+	first []byte
+}
+
+func (c *readAgainConn) Read(p []byte) (int, error) {
+	if len(c.first) == 0 {
+		return c.Conn.Read(p)
 	}
-	if c.seen < len(c.header) {
-		c.seen += copy(c.header[c.seen:], p[:n])
-		const recordHandshake, clientHello = 22, 1
-		length := int(c.header[6])<<16 | int(c.header[7])<<8 | int(c.header[8])
-		if c.seen == len(c.header) && c.header[0] == recordHandshake && c.header[5] == clientHello && length > MaxClientHelloBytes {
-			return 0, errHelloTooLarge
-		}
-	}
-	return n, err
+	n := copy(p, c.first)
+	c.first = c.first[n:]
+	return n, nil
 }
 
 // signingAtMost returns getCertificate with keys that sign at most n

@@ -88,7 +88,7 @@ func handshakeWith(address string, config *tls.Config) error {
 }
 
 // TestHandshakesInProgressAreBounded fills every place for a handshake
-// with connections that send a byte of a ClientHello and no more, and checks that a new
+// with connections that send the headers of a ClientHello and no more, and checks that a new
 // connection waits rather than starting a handshake beside them, and that
 // once the oldest has had its place for slow, it is closed and the new
 // connection's handshake completes in its place.
@@ -106,8 +106,8 @@ func TestHandshakesInProgressAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = conn.Close() })
-		// One byte of a handshake record, then nothing: a place, taken and held.
-		if _, err := conn.Write([]byte{22}); err != nil {
+		// A ClientHello's headers, then nothing: a place, taken and held.
+		if _, err := conn.Write([]byte{22, 3, 1, 0, 100, 1, 0, 0, 96}); err != nil {
 			t.Fatal(err)
 		}
 		silent = append(silent, conn)
