@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -176,8 +175,6 @@ func (s *boundedServer) Register(path string, hook http.Handler) {
 // Start serves until ctx ends, then drains and shuts down.
 func (s *boundedServer) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("webhook")
-	cfg := s.tls.Clone()
-	cfg.GetCertificate = signingAtMost(runtime.GOMAXPROCS(0), cfg.GetCertificate)
 	// The certificate is watched until the last request is answered, not only until the drain starts.
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatching()
@@ -189,7 +186,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		}()
 	}
 
-	listener, err := listenTLS(s.address(), cfg)
+	listener, err := listenTLS(s.address(), s.tls)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.address(), err)
 	}

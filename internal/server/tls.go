@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -130,39 +129,6 @@ func (c *readAgainConn) Read(p []byte) (int, error) {
 	n := copy(p, c.first)
 	c.first = c.first[n:]
 	return n, nil
-}
-
-// signingAtMost returns getCertificate with keys that sign at most n
-// handshakes at once: a signature costs up to milliseconds of CPU (RSA
-// 2048; a tenth of that with ECDSA P-256), and goroutines waiting for the
-// semaphore are not runnable, so requests on open connections go first.
-func signingAtMost(n int, getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	signing := make(chan struct{}, n)
-	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		cert, err := getCertificate(hello)
-		if err != nil || cert == nil {
-			return cert, err
-		}
-		signer, ok := cert.PrivateKey.(crypto.Signer)
-		if !ok {
-			return cert, nil
-		}
-		limited := *cert
-		limited.PrivateKey = limitedSigner{Signer: signer, signing: signing}
-		return &limited, nil
-	}
-}
-
-// limitedSigner is a key that signs only while it holds a place in signing.
-type limitedSigner struct {
-	crypto.Signer
-	signing chan struct{}
-}
-
-func (s limitedSigner) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
-	s.signing <- struct{}{}
-	defer func() { <-s.signing }()
-	return s.Signer.Sign(rand, digest, opts)
 }
 
 // DefaultClientCNName is the common name a client certificate must carry by
