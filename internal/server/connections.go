@@ -14,29 +14,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// The bounds on connections. Each port has its own, so that no flood of one
-// starves another (the kubelet's probes above all).
+// The bounds on connections, a port each, so that no flood of one starves
+// another (the kubelet's probes above all). With 64 descriptors for the
+// process's own, they fit a limit of 1,024: 512 + 64 + 2 × 192 = 960.
 const (
 	// MaxConns bounds the webhook port's open connections, shared among
-	// client addresses (givesWay). The API servers keep a few keep-alive
-	// connections each, and at most MaxInFlight requests are decided or
-	// waiting; the rest is for slow clients (which hold no body memory while
-	// they wait, see MaxBufferedBytes).
+	// client addresses (givesWay): the API servers keep a few each.
 	MaxConns = 512
 
 	// MaxWaitingConns bounds the connections waiting, unread, for a place
-	// when none gives way: a lone API server's burst is served as places
-	// free, instead of refused; when the queue is full its oldest is reset.
-	// With MaxConns and the other ports' MaxProbeConns (512 + 2 × 192 + 64
-	// = 960), it leaves 64 of a file-descriptor limit of 1,024 for the
-	// process's own, a dozen: 128 would leave none.
+	// when none gives way, so that a lone API server's burst is served as
+	// places free; when the queue is full its oldest is reset.
 	MaxWaitingConns = 64
 
 	// MaxProbeConns bounds the open connections of the probe and metrics
-	// ports, each; one beyond waits in the kernel's listen backlog, where it
-	// costs neither memory nor a file descriptor. A connection refused a
-	// header holds its place for half a second: places for a flood of them
-	// beside the kubelet.
+	// ports, each; beyond, the kernel's listen backlog holds them.
 	MaxProbeConns = 192
 )
 
@@ -52,9 +44,8 @@ func listen(address string, maxConns int) (net.Listener, error) {
 // fairListener is the webhook port's one accept loop and its one table of
 // connections. It accepts every connection at once, so that the API
 // server's never waits in the kernel's backlog behind a flood, keeps at
-// most max, by client address, with what each does as net/http reports it
-// (track), makes each one's TLS handshake once the handshakes' gate lets it
-// (handshake), and hands net/http those done. Beyond max a newcomer takes
+// most max, with what each does (track), makes their TLS handshakes
+// (handshake) and hands net/http those done. Beyond max a newcomer takes
 // the place of the connection that gives way (givesWay), or waits, unread,
 // in a queue of maxWaiting for the next place that frees.
 type fairListener struct {
@@ -70,16 +61,15 @@ type fairListener struct {
 	closed     chan struct{}
 	close      sync.Once
 
-	// config, handshakes, slow and timeout make the handshakes:
-	// MaxHandshakes, SlowHandshake and HandshakeTimeout, or the tests' own.
+	// config, handshakes (MaxHandshakes), slow (SlowHandshake) and timeout
+	// (HandshakeTimeout) make the handshakes.
 	config        *tls.Config
 	handshakes    *gate
 	slow, timeout time.Duration
 	// startHandshake starts a handshake: go handshake, or the tests' own.
 	startHandshake func(*fairConn)
-	// inFlight counts the connections with a place whose handshake is not
-	// done; done carries those done to Accept, and is closed once the TCP
-	// listener is and none is in flight.
+	// inFlight counts the handshakes not done; done carries those done to
+	// Accept, and is closed once the TCP listener is and none is in flight.
 	inFlight sync.WaitGroup
 	done     chan net.Conn
 }
@@ -95,7 +85,7 @@ func listenTLS(address string, config *tls.Config) (*fairListener, error) {
 	return l, nil
 }
 
-// newFairListener returns a listener on inner with the package's bounds, for acceptInner.
+// newFairListener returns a listener on inner with the package's bounds.
 func newFairListener(inner net.Listener, config *tls.Config) *fairListener {
 	l := &fairListener{Listener: inner, max: MaxConns, maxWaiting: MaxWaitingConns, closed: make(chan struct{}),
 		config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns},
@@ -117,9 +107,7 @@ func (l *fairListener) acceptInner() {
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		if err != nil {
-			// Too many open files, most likely: this loop backs off alone,
-			// while the connections accepted and net/http's Serve go on.
+		if err != nil { // too many open files: this loop backs off alone
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			select {
 			case <-time.After(backoff):
@@ -266,8 +254,7 @@ const (
 // their client, in the order they give way (givesWay).
 var doesNoWork = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3, connIdle: 4}
 
-// track is the ConnState hook of the http.Server that serves l: net/http
-// calls it synchronously as each connection changes state.
+// track is the ConnState hook of l's http.Server, called as each connection changes state.
 func (l *fairListener) track(conn net.Conn, state http.ConnState) {
 	tlsConn, ok := conn.(*tls.Conn)
 	if !ok {
@@ -327,9 +314,8 @@ type fairConn struct {
 	state    connState
 }
 
-// reset closes c for another with a reset: the kernel frees it at once,
-// where an orderly close would hold it for the exchange of FINs, which a
-// flood of connections makes the webhook pay.
+// reset closes c with a reset, which the kernel frees at once, unlike the
+// FINs of an orderly close.
 func (c *fairConn) reset() {
 	if tcp, ok := c.Conn.(*net.TCPConn); ok {
 		_ = tcp.SetLinger(0)
@@ -375,8 +361,7 @@ func (s *shares[T]) remove(address string, t T) bool {
 // count is how many address holds.
 func (s *shares[T]) count(address string) int { return len(s.byAddress[address]) }
 
-// heaviest is the address holding the most; ties go to the smaller
-// address, so that the choice does not depend on the map's order.
+// heaviest is the address holding the most; the smaller among equals.
 func (s *shares[T]) heaviest() (address string) {
 	most := 0
 	for a, held := range s.byAddress {

@@ -7,12 +7,10 @@ import (
 	"syscall"
 )
 
-// deferAccept has the kernel hand the webhook a connection only once its
-// client has sent a byte, or HandshakeTimeout after (TCP_DEFER_ACCEPT, as
-// nginx's listen ... deferred): a connection that sends nothing waits in the
-// kernel's SYN queue, where it takes no place among MaxConns and no file
-// descriptor. Above the SYN queue's size syncookies answer instead, and
-// hand the connection over at once.
+// deferAccept has the kernel hand over a connection only once its client
+// has sent a byte, or HandshakeTimeout after (TCP_DEFER_ACCEPT, as nginx's
+// listen ... deferred): until then it takes no place and no descriptor.
+// Above the SYN queue's size syncookies hand it over at once.
 func deferAccept(_, _ string, c syscall.RawConn) error {
 	var err error
 	if controlErr := c.Control(func(fd uintptr) {
@@ -23,9 +21,8 @@ func deferAccept(_, _ string, c syscall.RawConn) error {
 	return err
 }
 
-// sentFirstByte says whether conn's client has sent a byte the webhook has
-// not read yet, without reading it (MSG_PEEK): a connection just accepted
-// is not taken for a silent one while its handshake has not begun.
+// sentFirstByte says, without reading it (MSG_PEEK), whether conn's client
+// has sent a byte, so that a connection just accepted is not taken for a silent one.
 func sentFirstByte(conn net.Conn) bool {
 	tcp, ok := conn.(*net.TCPConn)
 	if !ok {

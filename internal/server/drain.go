@@ -12,16 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 )
 
-// DefaultShutdownDrain is how long the webhook keeps serving after SIGTERM by
-// default: long enough for the API server and kube-proxy to stop sending to
-// a terminating pod. With ShutdownTimeout and a margin for the process to
-// exit it fits the Deployment's terminationGracePeriodSeconds (30), after
-// which the kubelet kills the process.
+// DefaultShutdownDrain is how long the webhook serves on after SIGTERM by
+// default, for the API server and kube-proxy to stop sending to the pod:
+// with ShutdownTimeout it fits terminationGracePeriodSeconds (30).
 const DefaultShutdownDrain = 15 * time.Second
 
 // ShutdownTimeout bounds the wait, after the drain, for the requests in
-// flight to finish: none takes longer than WriteTimeout, and the API server
-// has given up on one long before.
+// flight: none takes longer than WriteTimeout.
 const ShutdownTimeout = 10 * time.Second
 
 // drain serves on, unready, for the drain, then stops accepting
@@ -38,12 +35,11 @@ func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Se
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	// net/http's Shutdown closes, unanswered, a connection whose first
-	// request it reads after it began. So: every answer closes its
-	// connection from now on, the listener closes, and the connections it
-	// accepted send their request (or are closed at ReadHeaderTimeout) before
-	// Shutdown waits for the answers in flight. Closing stops the TCP
-	// listener only: Serve returns once the handshakes under way, whose
-	// client may have sent its request already (TLS 1.3), have reached it.
+	// request it reads after it began. So every answer closes its connection
+	// from now on, the listener closes (Serve returns once the handshakes
+	// under way have reached it: under TLS 1.3 their request may be sent),
+	// and the connections served send their request, or time out, before
+	// Shutdown waits for the answers in flight.
 	srv.SetKeepAlivesEnabled(false)
 	if err := listener.Close(); err != nil {
 		return fmt.Errorf("closing the webhook's listener: %w", err)
@@ -58,10 +54,8 @@ func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Se
 	return nil
 }
 
-// closeWhileDraining asks each client to close its connection after its
-// answer once the drain has started, so the API server's next request
-// opens a new connection through the Service, to a ready pod, rather than
-// reusing one the shutdown is about to close.
+// closeWhileDraining closes each connection after its answer once the drain
+// has started, so the API server's next request goes to a ready pod.
 func (s *boundedServer) closeWhileDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
@@ -71,10 +65,8 @@ func (s *boundedServer) closeWhileDraining(next http.Handler) http.Handler {
 	})
 }
 
-// StartedChecker fails until the webhook listens for TLS, and from the start
-// of the drain on. It does not dial the webhook: under a flood of
-// connections, a dial waits in the listen backlog, and an unready pod would
-// leave the API server no endpoint at all.
+// StartedChecker fails until the webhook listens, and from the drain on. It
+// does not dial the webhook: under a flood, a dial waits in the backlog.
 func (s *boundedServer) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		switch {

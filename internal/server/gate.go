@@ -6,21 +6,20 @@ import (
 	"time"
 )
 
-// errGateFull turns a waiter away when the gate's queue is full and its
-// address waits the most.
-var errGateFull = errors.New("too many waiting from this client address")
-
-// errGateTimeout turns a waiter away that found no place before its deadline.
-var errGateTimeout = errors.New("no place came free in time")
+var (
+	// errGateFull turns a waiter away when the queue is full and its address waits the most.
+	errGateFull = errors.New("too many waiting from this client address")
+	// errGateTimeout turns a waiter away that found no place before its deadline.
+	errGateTimeout = errors.New("no place came free in time")
+)
 
 // gate lets at most max holders run at once, TLS handshakes or reviews
-// being decided, and up to maxWaiting more wait, by one rule: the address
-// that holds the most gives way. A place that frees goes to the waiter
-// whose address runs the fewest, the oldest among equals, so a flooding
-// address delays another's work by a share, not by its whole queue; a full
+// being decided, and up to maxWaiting more wait, by the port's one rule:
+// the address that holds the most gives way. A place that frees goes to the
+// waiter whose address runs the fewest, the oldest among equals; a full
 // queue turns away the oldest waiter of the address waiting the most. An
-// address alone may take every place. Nothing is preempted: what a holder
-// may take is bounded by its own deadline.
+// address alone may take every place. Nothing is preempted: a holder's own
+// deadline bounds it.
 type gate struct {
 	max, maxWaiting int
 
@@ -35,8 +34,7 @@ type gate struct {
 type ticket struct {
 	address string
 	number  uint64
-	// let carries nil once the ticket runs, or why it was turned away; only
-	// a ticket that waits has one.
+	// let, of a ticket that waits, carries nil once it runs, or why it was turned away.
 	let chan error
 }
 

@@ -13,95 +13,61 @@ import (
 	"time"
 )
 
-// The bounds on what a client can make the webhook hold. The API server sends
-// a review's headers and body at once, over a cluster network, and gives up
-// after the webhook configuration's timeoutSeconds (5 in config/webhook, 30
-// at most); whatever takes longer comes from a client that is not the API
-// server, or from one that has stopped listening.
+// The bounds on what a client can make the webhook hold: docs/RELIABILITY.md
+// has why each is what it is. The API server sends a review's headers and
+// body at once and gives up after timeoutSeconds (5 in config/webhook, 30
+// at most): what takes longer is not the API server's.
 const (
-	// MaxBodyBytes bounds the body of a request to the webhook port, which
-	// limit passes on to the handler whole. An MPIJob is a custom resource,
-	// which the API server stores in etcd as JSON, and etcd refuses a write
-	// above its --max-request-bytes (1.5 MiB by default); the API server
-	// itself refuses request bodies above 3 MiB (MaxRequestBodyBytes, twice
-	// etcd's limit). A CREATE review holds one object and an envelope of a
-	// few KiB, so 3 MiB holds every MPIJob that can be stored, twice over;
-	// a larger body is refused with 413 from its Content-Length, unread. The
-	// API server always sends a Content-Length (its client encodes the
-	// review before it sends it): a body without one is refused with 411.
+	// MaxBodyBytes bounds a request's body: the API server refuses bodies
+	// above 3 MiB, and etcd stores no object above 1.5 MiB. Above, 413 from
+	// the Content-Length, unread; without one, 411.
 	MaxBodyBytes = 3 << 20
 
-	// MaxHeaderBytes bounds a request's headers. The API server sends a
-	// handful (Content-Type, Accept, User-Agent, at most a bearer token);
-	// 32 KiB is what nginx allows by default (4 buffers of 8 KiB).
+	// MaxHeaderBytes bounds a request's headers, as nginx's default does.
 	MaxHeaderBytes = 32 << 10
 
 	// ReadHeaderTimeout bounds the time a request's headers may take to arrive.
 	ReadHeaderTimeout = 5 * time.Second
 
-	// ReadTimeout bounds the time a whole request, headers and body, may take
-	// to arrive, from its first byte: a deadline on the connection, which a
-	// trickle of bytes cannot push back. It is the API server's default
-	// timeoutSeconds. When memory is short, a slow body is aborted sooner
-	// (see MaxBufferedBytes).
+	// ReadTimeout bounds a whole request from its first byte: a deadline on
+	// the connection, which a trickle cannot push back.
 	ReadTimeout = 10 * time.Second
 
-	// WriteTimeout bounds the time from a request's headers to the end of
-	// its answer: the body, the decision and writing the response.
+	// WriteTimeout bounds the time from a request's headers to the end of its answer.
 	WriteTimeout = ReadTimeout + 5*time.Second
 
 	// IdleTimeout closes a keep-alive connection that carries no request,
-	// as controller-runtime's server does (net/http's client keeps idle
-	// connections for as long).
+	// as controller-runtime's server does.
 	IdleTimeout = 90 * time.Second
 
-	// MaxInFlight caps the requests whose body has arrived, being decided
-	// or waiting to be; one more is answered 503 at once, with Retry-After,
-	// which the API server's client honours by retrying, unless another
-	// address holds more of them (gate). A body still arriving is not
-	// counted here, so slow clients cannot take the API server's turn; what
-	// they hold is bounded by MaxBufferedBytes.
+	// MaxInFlight caps the requests whose body has arrived, being decided or
+	// waiting to be; beyond, 503 with Retry-After, which the API server's
+	// client honours. A body still arriving is bounded by MaxBufferedBytes.
 	MaxInFlight = 64
 
-	// MaxDeciding caps the requests being decided at once: the CPU. The
-	// others wait their address's turn (gate), so the API server's
-	// reviews wait behind a share of a flood's, not behind all of it. The
-	// answer is written once the request has left its place, so a client
-	// slow to read it holds none. Twice the cores the Deployment's pod gets
-	// (GOMAXPROCS 2) keeps them busy.
+	// MaxDeciding caps the requests being decided at once, shared among
+	// client addresses (gate): twice the Deployment's cores.
 	MaxDeciding = 4
 
 	// DecideWait bounds how long a request waits for its turn: the API
-	// server gives up after its timeoutSeconds (5 in config/webhook).
+	// server's timeoutSeconds.
 	DecideWait = 5 * time.Second
 
 	// MaxBufferedBytes caps the Content-Length of the bodies held at once,
-	// whether still arriving or being answered: the byte budget. A body's
-	// length is taken from the budget before its first byte is read, and
-	// given back once it is answered. Reading,
-	// decoding and answering a review allocates several times its size
-	// (the answer is encoded whole, and a body the handler's one-pass
-	// decode does not take is decoded again), and the garbage waits for the
-	// collector: docs/RELIABILITY.md has what this keeps resident, within
-	// the Deployment's 128 MiB, under make soak's attacks. It still holds a
-	// review of MaxBodyBytes beside the reserve.
+	// arriving or being answered: the byte budget, which holds a review of
+	// MaxBodyBytes beside the reserve.
 	MaxBufferedBytes = 6 << 20
 
-	// SmallRequestBytes is the largest body counted as small. A Flyte
-	// MPIJob's review is a few KiB; even one with large pod templates is far
-	// below this.
+	// SmallRequestBytes is the largest body counted as small: a Flyte
+	// MPIJob's review is a few KiB.
 	SmallRequestBytes = 256 << 10
 
-	// SmallRequestReserve is the part of the budget that only small bodies
-	// may use, so that large ones, arriving fast or slowly, cannot leave
-	// none for the reviews the API server usually sends. A small body that
-	// the budget cannot hold aborts the oldest bodies still arriving; a
-	// large one waits (see limiter.claim).
+	// SmallRequestReserve is the part of the budget only small bodies may
+	// use, so that large ones, fast or slow, leave some to the reviews the
+	// API server usually sends.
 	SmallRequestReserve = 2 << 20
 
-	// RetryAfterSeconds is the Retry-After of a 503: the API server's
-	// client (client-go's rest client) retries a 429 or 5xx that carries
-	// one, within the webhook's timeout.
+	// RetryAfterSeconds is the Retry-After of a 503.
 	RetryAfterSeconds = 1
 )
 
@@ -195,7 +161,8 @@ func (l *limiter) claimLocked(b *body) bool {
 	return true
 }
 
-// arrived marks b whole: it can no longer be aborted.
+// arrived marks b read, whole or not: it can no longer be aborted, and
+// errAborted says it was.
 func (l *limiter) arrived(b *body) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -217,13 +184,6 @@ func (l *limiter) free(b *body) {
 	l.bytes -= b.length
 	close(l.freed) // wakes the large bodies waiting for the budget
 	l.freed = make(chan struct{})
-}
-
-// wasAborted tells whether b was aborted.
-func (l *limiter) wasAborted(b *body) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return b.aborted
 }
 
 // limit wraps next: it serves only a POST whose Content-Length is within
@@ -255,19 +215,16 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		defer l.free(b)
 		// The budget holds the Content-Length, so the buffer may too.
 		buf := make([]byte, b.length)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			switch {
-			case l.wasAborted(b):
-				refuse(w, refusal(errAborted), errAborted)
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				refuse(w, refusal(errTooSlow), errTooSlow)
-			default:
-				refuse(w, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
-			}
+		_, err := io.ReadFull(r.Body, buf)
+		switch {
+		case l.arrived(b) != nil:
+			refuse(w, refusal(errAborted), errAborted)
 			return
-		}
-		if err := l.arrived(b); err != nil {
-			refuse(w, refusal(err), err)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			refuse(w, refusal(errTooSlow), errTooSlow)
+			return
+		case err != nil:
+			refuse(w, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
 			return
 		}
 		ticket, err := l.deciding.enter(clientAddress(r.RemoteAddr), time.Now().Add(l.decideWait))

@@ -19,9 +19,8 @@ import (
 // bytes (a bearer token at most).
 const MaxProbeHeaderBytes = 8 << 10
 
-// probeServer serves handler on a probe or metrics port, with the bounds of
-// the webhook port's headers and none of its TLS: the kubelet probes in
-// plain HTTP. Its connections are bounded by MaxProbeConns (listen).
+// probeServer serves handler on a probe or metrics port, in plain HTTP as
+// the kubelet probes, with bounds like the webhook port's.
 func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
@@ -34,9 +33,7 @@ func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
 	}
 }
 
-// errorLog is an http.Server's ErrorLog, which writes what net/http has to
-// say (an accept that failed, a panic) to log, whose sampling bounds a
-// flood of it.
+// errorLog writes what an http.Server has to say (a failed accept, a panic) to logger.
 func errorLog(logger logr.Logger) *log.Logger {
 	return log.New(logWriter(logger), "", 0)
 }
@@ -48,9 +45,8 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// addProbes adds to mgr the servers of cfg's probe and metrics ports:
-// /readyz is ready once the webhook listens, so no request reaches a pod
-// that cannot answer it, and no longer once it drains.
+// addProbes adds to mgr the servers of cfg's probe and metrics ports;
+// /readyz asks ready.
 func addProbes(mgr manager.Manager, cfg Config, ready healthz.Checker) error {
 	probes := http.NewServeMux()
 	for name, checks := range map[string]map[string]healthz.Checker{

@@ -1,17 +1,13 @@
-// Package server assembles the webhook's plumbing: a controller-runtime
-// manager that serves an admission handler over TLS, health probes and
-// metrics. The binary, the envtest suites and the benchmarks' no-op webhook
-// all build it with New, so the tests run the same server a cluster does.
+// Package server serves an admission handler over TLS, with health probes
+// and metrics, from a controller-runtime manager. The binary, the envtest
+// suites and the benchmarks' no-op webhook all build it with New.
 //
 // It bounds what any client can make it hold, a file a layer: the webhook
-// port's one accept loop and table of connections (connections.go), the
-// gate that holds handshakes and reviews being decided (gate.go), TLS, its
-// configuration from controller-runtime's webhook.Options and the
-// handshakes (tls.go), bodies and requests in flight (limits.go), the
-// drain (drain.go), the probe and metrics ports (probes.go). What the port
-// holds is shared among client addresses by one rule, givesWay: the address
-// holding the most gives way, so that a flood from one leaves the API
-// server its share.
+// port's accept loop and table of connections (connections.go), the gate
+// for handshakes and decisions (gate.go), TLS (tls.go), bodies and requests
+// in flight (limits.go), the drain (drain.go), the probe and metrics ports
+// (probes.go). What the port holds is shared among client addresses by one
+// rule, givesWay: the address holding the most gives way.
 package server
 
 import (
@@ -39,10 +35,8 @@ import (
 type Config struct {
 	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
 	CertDir string
-	// ClientCAName, when set, names a file in CertDir of PEM CA certificates:
-	// every client must then present a certificate they signed, as the API
-	// server does through its admission kubeconfig (controller-runtime's
-	// webhook.Options.ClientCAName). It is read once, by New.
+	// ClientCAName, when set, names a file in CertDir of PEM CA certificates
+	// that must have signed every client's certificate. It is read once, by New.
 	ClientCAName string
 	// ClientCNName, with ClientCAName, is the common name the client
 	// certificate must carry; empty accepts any that the CA signed.
@@ -56,8 +50,7 @@ type Config struct {
 	HealthProbeBindAddress string
 	// EnableHTTP2 serves HTTP/2, which is off by default (CVE-2023-44487, Rapid Reset).
 	EnableHTTP2 bool
-	// ShutdownDrain is how long the webhook keeps serving, unready, once
-	// asked to stop, before it stops accepting connections.
+	// ShutdownDrain is how long the webhook serves on, unready, once asked to stop.
 	ShutdownDrain time.Duration
 }
 
@@ -115,17 +108,14 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		}},
 		config: cfg, limiter: newLimiter(), drainDone: time.After,
 	}
-	// The webhook reads nothing from the API server, so it runs without a
-	// kubeconfig and without RBAC: the manager gets an empty client config,
-	// which nothing ever uses, and no leader election. It serves the probes
-	// and metrics itself, within the bounds of probeServer: the manager's
-	// own servers read headers of up to 1 MiB for up to 32 s.
+	// The webhook reads nothing from the API server: no kubeconfig, no RBAC,
+	// no leader election. It serves the probes and metrics itself
+	// (probeServer): the manager's servers read headers of 1 MiB for 32 s.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhookServer,
-		// The manager stops the webhook before the probes and metrics, and
-		// gives up on it after this: time for the drain and the shutdown.
+		// The manager stops the webhook before the probes and metrics.
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownDrain + ShutdownTimeout + 5*time.Second),
 	})
 	if err != nil {
@@ -133,8 +123,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	}
 	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
 	mgr.GetWebhookServer().Register(path, hook)
-	// After Register, which gives the Options DefaultServer's defaults (the
-	// cert dir, the file names, the port).
+	// After Register, which gives the Options their defaults.
 	if webhookServer.tls, webhookServer.certs, err = serverTLS(webhookServer.Options); err != nil {
 		return nil, err
 	}
@@ -146,22 +135,17 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 }
 
 // boundedServer serves the webhook as controller-runtime's DefaultServer
-// does, with what DefaultServer does not let a caller set: its http.Server
-// reads headers for up to 32 s and 1 MiB, bodies with no deadline at all,
-// and it stops accepting connections the moment its context ends. The
-// embedded DefaultServer is never started: it registers and instruments the
-// hooks (the controller_runtime_webhook_* metrics) on the mux served here,
-// and holds the Options the TLS configuration is built from (tls.go).
+// does, with the bounds DefaultServer does not let a caller set, and a
+// drain. The embedded DefaultServer is never started: it registers and
+// instruments the hooks on the mux served here, and holds the Options.
 type boundedServer struct {
 	*webhook.DefaultServer
 	config Config
-	// tls is what serverTLS built from the Options, and certs the watcher of
-	// its certificate (nil when a TLS option gave one).
+	// tls is what serverTLS built, and certs its certificate's watcher, if any.
 	tls     *tls.Config
 	certs   *certwatcher.CertWatcher
 	limiter *limiter
-	// drainDone returns a channel that delivers once the drain is over:
-	// time.After, or the tests' own.
+	// drainDone is time.After, or the tests' own.
 	drainDone func(time.Duration) <-chan time.Time
 
 	serving, draining atomic.Bool
@@ -215,8 +199,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	return s.drain(ctx, log, srv, listener, served)
 }
 
-// address is where the webhook listens: the Options' Host and Port, which
-// Register defaulted.
+// address is where the webhook listens.
 func (s *boundedServer) address() string {
 	return net.JoinHostPort(s.Options.Host, strconv.Itoa(s.Options.Port))
 }

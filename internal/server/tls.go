@@ -22,29 +22,25 @@ import (
 // The bounds on TLS handshakes.
 const (
 	// MaxHandshakes bounds the TLS handshakes in progress, shared among
-	// client addresses (gate): each costs milliseconds of CPU, and beyond
-	// the bound a connection waits, unread, while the requests on open
-	// connections, how the API server sends them, go first.
+	// client addresses (gate): beyond, a connection waits, unread, and the
+	// requests on open connections, how the API server sends them, go first.
 	MaxHandshakes = 16
 
 	// SlowHandshake is how long a handshake may hold its place: the API
-	// server's takes a round trip or two, so the places free for the
-	// waiting at least MaxHandshakes times a second.
+	// server's takes a round trip or two.
 	SlowHandshake = time.Second
 
 	// HandshakeTimeout bounds the time from a connection's accept to the
 	// end of its handshake, waiting included.
 	HandshakeTimeout = ReadHeaderTimeout
 
-	// MaxClientHelloBytes bounds a TLS ClientHello: Go's client sends under
-	// 2 KiB, post-quantum key shares included, where crypto/tls would buffer
-	// up to 64 KiB for each connection still sending one.
+	// MaxClientHelloBytes bounds a ClientHello: Go's client sends under 2
+	// KiB, where crypto/tls would buffer 64 KiB for each connection.
 	MaxClientHelloBytes = 16 << 10
 )
 
 // tlsHandshakeErrors counts the handshakes that failed, took longer than
-// SlowHandshake or found no place in time: a client that went away, a port
-// scan, or a flood.
+// SlowHandshake or found no place in time: a scan or a flood, not logged.
 var tlsHandshakeErrors = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
 	Help: "TLS handshakes on the webhook port that failed, took longer than 1 s once they had a place, or found no place in time.",
@@ -59,7 +55,7 @@ func init() {
 func (l *fairListener) handshake(c *fairConn) {
 	defer l.inFlight.Done()
 	fail := func() {
-		tlsHandshakeErrors.Inc() // a client that went away, a scanner, or one that sent nothing in time
+		tlsHandshakeErrors.Inc()
 		_ = c.Close()
 	}
 	deadline := time.Now().Add(l.timeout)
@@ -132,21 +128,14 @@ func (c *readAgainConn) Read(p []byte) (int, error) {
 }
 
 // DefaultClientCNName is the common name a client certificate must carry by
-// default once --client-ca-name is set: Gatekeeper's default for its flag of
-// the same name, and the name an API server's client certificate is
-// commonly issued for.
+// default once --client-ca-name is set, as Gatekeeper's flag of that name.
 const DefaultClientCNName = "kube-apiserver"
 
-// serverTLS builds the TLS configuration the webhook serves with from o,
-// as controller-runtime's DefaultServer.Start builds it from the same
-// Options: HTTP/2 offered, then o.TLSOpts in order; unless they set
-// GetCertificate, the certificate o.CertName and the key o.KeyName in
-// o.CertDir, reloaded by the watcher it returns (nil otherwise) once that
-// is started; and, with o.ClientCAName, a client certificate signed by the
-// CA bundle of that name in o.CertDir required of every client. Start cannot
-// be DefaultServer's own, which listens with tls.Listen, without the bounds.
-// Every file is read here, so that a missing or broken one fails New, before
-// anything listens.
+// serverTLS builds the TLS configuration from o as controller-runtime's
+// DefaultServer.Start does (HTTP/2 offered, then o.TLSOpts; the certificate
+// in o.CertDir, reloaded by the watcher it returns, unless an option gave
+// one; the client CA bundle o.ClientCAName), whose tls.Listen has none of
+// the bounds. Every file is read here, so that a broken one fails New.
 func serverTLS(o webhook.Options) (*tls.Config, *certwatcher.CertWatcher, error) {
 	cfg := &tls.Config{NextProtos: []string{"h2"}}
 	for _, opt := range o.TLSOpts {
@@ -170,8 +159,7 @@ func serverTLS(o webhook.Options) (*tls.Config, *certwatcher.CertWatcher, error)
 	return cfg, watcher, nil
 }
 
-// clientCAs reads the PEM certificates of the client CA bundle at path. It
-// is read once: a new CA reaches the webhook when its pod restarts.
+// clientCAs reads the client CA bundle at path, once: a new CA needs a restart.
 func clientCAs(path string) (*x509.CertPool, error) {
 	bundle, err := os.ReadFile(path)
 	if err != nil {
@@ -184,17 +172,14 @@ func clientCAs(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// errNoClientCertificate refuses a connection that reaches the common name
-// check without a certificate, which RequireAndVerifyClientCert refuses
-// before: the check fails closed.
+// errNoClientCertificate fails the common name check closed, should a
+// connection without a certificate reach it.
 var errNoClientCertificate = errors.New("no client certificate")
 
-// requireCommonName is a TLS option that refuses a client certificate whose
-// subject's common name is not name, once the CA has verified it: a CA such
-// as the cluster's also signs every kubelet's and every user's client
-// certificate, and of those only the API server's carries its name. Such a
-// refusal is logged, for only the CA's certificates get this far: it is
-// what a misissued API server certificate looks like, not a scan.
+// requireCommonName is a TLS option that refuses a client certificate,
+// verified by the CA, whose common name is not name: the cluster's CA
+// signs every kubelet's and user's too. The refusal is logged, for only
+// the CA's certificates get this far: a misissued one, not a scan.
 func requireCommonName(name string, log logr.Logger) func(*tls.Config) {
 	return func(c *tls.Config) {
 		c.VerifyConnection = func(state tls.ConnectionState) error {
