@@ -43,7 +43,7 @@ func TestCheckHello(t *testing.T) {
 			_, _ = client.Write([]byte("ld"))
 			_ = client.Close()
 		}()
-		got, err := io.ReadAll(&readAgainConn{Conn: server, first: []byte("hello, wor")})
+		got, err := io.ReadAll(&fairConn{Conn: server, first: []byte("hello, wor")})
 		if err != nil || string(got) != "hello, world" {
 			t.Fatalf("read %q, %v; want %q", got, err, "hello, world")
 		}

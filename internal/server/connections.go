@@ -260,11 +260,7 @@ func (l *fairListener) track(conn net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
-	bounded, ok := tlsConn.NetConn().(*readAgainConn)
-	if !ok {
-		return
-	}
-	c, ok := bounded.Conn.(*fairConn)
+	c, ok := tlsConn.NetConn().(*fairConn)
 	if !ok {
 		return
 	}
@@ -312,6 +308,17 @@ type fairConn struct {
 	listener *fairListener
 	address  string
 	state    connState
+	// first is what handshake read before the handshake, to be read again.
+	first []byte
+}
+
+func (c *fairConn) Read(p []byte) (int, error) {
+	if len(c.first) == 0 {
+		return c.Conn.Read(p)
+	}
+	n := copy(p, c.first)
+	c.first = c.first[n:]
+	return n, nil
 }
 
 // reset closes c with a reset, which the kernel frees at once, unlike the

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -66,6 +65,7 @@ func (l *fairListener) handshake(c *fairConn) {
 		fail()
 		return
 	}
+	c.first = first
 	l.sentByte(c)
 	ticket, err := l.handshakes.enter(c.address, deadline)
 	if err != nil {
@@ -76,7 +76,7 @@ func (l *fairListener) handshake(c *fairConn) {
 		deadline = slow
 	}
 	_ = c.SetDeadline(deadline)
-	tlsConn := tls.Server(&readAgainConn{Conn: c, first: first}, l.config)
+	tlsConn := tls.Server(c, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
 	l.handshakes.leave(ticket)
 	if err != nil {
@@ -109,22 +109,6 @@ func checkHello(headers []byte) error {
 		return errHelloTooLarge
 	}
 	return nil
-}
-
-// readAgainConn is a connection whose first bytes, read before its
-// handshake, are read again.
-type readAgainConn struct {
-	net.Conn
-	first []byte
-}
-
-func (c *readAgainConn) Read(p []byte) (int, error) {
-	if len(c.first) == 0 {
-		return c.Conn.Read(p)
-	}
-	n := copy(p, c.first)
-	c.first = c.first[n:]
-	return n, nil
 }
 
 // DefaultClientCNName is the common name a client certificate must carry by
