@@ -23,8 +23,9 @@ const (
 	MaxConns = 512
 
 	// MaxWaitingConns bounds the connections waiting, unread, for a place
-	// when none gives way, so that a lone API server's burst is served as
-	// places free; when the queue is full its oldest is reset.
+	// when none gives way: a lone address's burst is served as places
+	// free, the rest left in the kernel's backlog (full); with another
+	// address among the holders, a full queue resets its oldest.
 	MaxWaitingConns = 64
 
 	// MaxProbeConns bounds the open connections of the probe and metrics
@@ -43,9 +44,9 @@ func listen(address string, maxConns int) (net.Listener, error) {
 
 // fairListener is the webhook port's one accept loop and its one table of
 // connections. It accepts every connection at once, so that the API
-// server's never waits in the kernel's backlog behind a flood, keeps at
-// most max, with what each does (track), makes their TLS handshakes
-// (handshake) and hands net/http those done. Beyond max a newcomer takes
+// server's never waits in the kernel's backlog behind a flood (but when
+// full), keeps at most max, with what each does (track), makes their TLS
+// handshakes (handshake) and hands net/http those done. Beyond max a newcomer takes
 // the place of the connection that gives way (givesWay), or waits, unread,
 // in a queue of maxWaiting for the next place that frees.
 type fairListener struct {
@@ -54,8 +55,10 @@ type fairListener struct {
 
 	mu   sync.Mutex
 	open shares[*fairConn]
-	// waiting hold no place and have not been read, oldest first.
+	// waiting hold no place and have not been read, oldest first; room
+	// wakes the accept loop when they leave, or a place frees.
 	waiting []*fairConn
+	room    sync.Cond
 	// unanswered counts the connections served that have sent no request.
 	unanswered int
 	closed     chan struct{}
@@ -91,6 +94,7 @@ func newFairListener(inner net.Listener, config *tls.Config) *fairListener {
 		config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns},
 		slow: SlowHandshake, timeout: HandshakeTimeout, done: make(chan net.Conn)}
 	l.startHandshake = func(c *fairConn) { go l.handshake(c) }
+	l.room.L = &l.mu
 	return l
 }
 
@@ -103,6 +107,11 @@ func (l *fairListener) acceptInner() {
 	}()
 	backoff := time.Duration(0)
 	for {
+		l.mu.Lock()
+		for l.full() {
+			l.room.Wait()
+		}
+		l.mu.Unlock()
 		conn, err := l.Listener.Accept()
 		if errors.Is(err, net.ErrClosed) {
 			return
@@ -123,6 +132,20 @@ func (l *fairListener) acceptInner() {
 		}
 		l.arrive(c)
 	}
+}
+
+// full says whether one address holds every place and the queue is full
+// too, until Close: a connection accepted now could only reset one of that
+// address's waiting, so the kernel's backlog keeps it, in order, instead.
+// With another address among them, the next may be that address's, which
+// takes a place at once.
+func (l *fairListener) full() bool {
+	select {
+	case <-l.closed:
+		return false
+	default:
+	}
+	return l.open.total >= l.max && len(l.waiting) >= l.maxWaiting && len(l.open.byAddress) == 1
 }
 
 // Accept returns the next connection whose handshake is done; once closed,
@@ -147,17 +170,25 @@ func (l *fairListener) arrive(c *fairConn) {
 		return
 	default:
 	}
+	if !l.place(c, connSilent) {
+		l.wait(c)
+	}
+}
+
+// place gives c a place, if need be that of the connection that gives way
+// to it, and says whether it did.
+func (l *fairListener) place(c *fairConn, own connState) bool {
 	if l.open.total >= l.max {
-		victim := l.givesWay(c.address)
+		victim := l.givesWay(c.address, own)
 		if victim == nil {
-			l.wait(c)
-			return
+			return false
 		}
 		l.open.remove(victim.address, victim)
 		l.setState(victim, connClosed)
 		victim.reset() // its own Close then finds it gone, and frees no place for the waiting
 	}
 	l.admit(c)
+	return true
 }
 
 // givesWay is the port's one rule, the gate's too: when every place is
@@ -166,20 +197,24 @@ func (l *fairListener) arrive(c *fairConn) {
 // newcomer from a lighter address it then loses one whose handshake is
 // done and that has sent no request, then one whose handshake waits or is
 // under way, then one idle between requests, the oldest among equals, and
-// only then its oldest, if it would still hold more. Its own newcomer takes
-// only the first: a lone API server's burst waits for a place rather than
-// reset the connections it is about to send on, whose bytes the webhook
-// may not have read yet. nil: nobody gives way, and the newcomer waits.
-func (l *fairListener) givesWay(newcomer string) *fairConn {
+// only then its oldest, if it would still hold more. To its own newcomer it
+// loses nothing beyond own: one that has sent nothing at the accept, and
+// one with no request yet once a handshake place is free (admitWaiting);
+// never one idle between requests, which its client may be sending on at
+// that instant. One served whose client has sent bytes not read yet (a
+// peek) carries a request: it does not give way. nil: nobody gives way, and
+// the newcomer waits.
+func (l *fairListener) givesWay(newcomer string, own connState) *fairConn {
 	heaviest := l.open.heaviest()
 	held := l.open.byAddress[heaviest]
 	most := len(doesNoWork)
 	if heaviest == newcomer {
-		most = doesNoWork[connSilent]
+		most = doesNoWork[own]
 	}
 	var victim *fairConn
 	for _, c := range held {
-		if rank := doesNoWork[c.state]; rank > 0 && rank <= most && (victim == nil || rank < doesNoWork[victim.state]) {
+		if rank := doesNoWork[c.state]; rank > 0 && rank <= most && (victim == nil || rank < doesNoWork[victim.state]) &&
+			(c.state < connNew || !sentFirstByte(c.Conn)) {
 			victim = c
 		}
 	}
@@ -187,6 +222,20 @@ func (l *fairListener) givesWay(newcomer string) *fairConn {
 		victim = held[0]
 	}
 	return victim
+}
+
+// admitWaiting gives the oldest connection waiting a place, that of one
+// that gives way to it, once no handshake waits for a place: a lone
+// address's connections beyond the bound then go through the handshakes
+// in order, as fast as these are made, while those that have sent no
+// request since theirs make room.
+func (l *fairListener) admitWaiting() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.waiting) > 0 && !l.handshakes.crowded() && l.place(l.waiting[0], connNew) {
+		l.waiting = slices.Delete(l.waiting, 0, 1)
+		l.room.Broadcast()
+	}
 }
 
 // wait puts c at the end of the queue, resetting the queue's oldest when it is full.
@@ -214,6 +263,7 @@ func (l *fairListener) release(c *fairConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.setState(c, connClosed)
+	l.room.Broadcast()
 	if !l.open.remove(c.address, c) || len(l.waiting) == 0 {
 		return
 	}
@@ -233,6 +283,7 @@ func (l *fairListener) Close() error {
 		c.reset()
 	}
 	l.waiting = nil
+	l.room.Broadcast()
 	l.mu.Unlock()
 	return l.Listener.Close()
 }

@@ -49,7 +49,7 @@ func TestGivesWay(t *testing.T) {
 					l.open.add(h.address, &fairConn{address: h.address, state: connActive})
 				}
 			}
-			victim := l.givesWay(tt.newcomer)
+			victim := l.givesWay(tt.newcomer, connSilent)
 			got := ""
 			if victim != nil {
 				got = victim.address
@@ -77,6 +77,8 @@ func (c *closeRecorder) Close() error { c.closed = true; return nil }
 func TestFairListenerPlaces(t *testing.T) {
 	type step struct {
 		arrives, closes string // a connection's name: its address's letter and its number
+		// handshaken frees a handshake place (admitWaiting).
+		handshaken bool
 		// doing is what the connection that arrives does from then on: "" is
 		// work (a request), else silent, handshake, new or idle.
 		doing    string
@@ -87,9 +89,11 @@ func TestFairListenerPlaces(t *testing.T) {
 	tests := []struct {
 		name            string
 		max, maxWaiting int
-		steps           []step
+		// crowded has a handshake wait for a place throughout.
+		crowded bool
+		steps   []step
 	}{
-		{"a lone address beyond the bound waits, then takes the next place that frees", 2, 2, []step{
+		{"a lone address beyond the bound waits, then takes the next place that frees", 2, 2, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", admitted: []string{"a2"}},
 			{arrives: "a3", waiting: []string{"a3"}},
@@ -98,14 +102,14 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a5", waiting: []string{"a4", "a5"}},
 			{closes: "a2", admitted: []string{"a4"}, waiting: []string{"a5"}},
 		}},
-		{"a full queue closes its oldest", 1, 2, []step{
+		{"a full queue closes its oldest", 1, 2, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", waiting: []string{"a2"}},
 			{arrives: "a3", waiting: []string{"a2", "a3"}},
 			{arrives: "a4", waiting: []string{"a3", "a4"}, closed: []string{"a2"}},
 			{closes: "a1", admitted: []string{"a3"}, waiting: []string{"a4"}, closed: []string{"a2"}},
 		}},
-		{"another address takes the busiest's oldest place at once, before the busiest's waiting", 2, 2, []step{
+		{"another address takes the busiest's oldest place at once, before the busiest's waiting", 2, 2, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", admitted: []string{"a2"}},
 			{arrives: "a3", waiting: []string{"a3"}},
@@ -114,11 +118,11 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "b2", waiting: []string{"a3", "b2"}, closed: []string{"a1"}}, // 1 against 1: no place to take
 			{closes: "a2", admitted: []string{"a3"}, waiting: []string{"b2"}, closed: []string{"a1"}},
 		}},
-		{"without a queue a newcomer finding no place is closed", 1, 0, []step{
+		{"without a queue a newcomer finding no place is closed", 1, 0, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", closed: []string{"a2"}},
 		}},
-		{"the address holding the most loses what does no work first: no byte, no request, then idle", 4, 1, []step{
+		{"the address holding the most loses what does no work first: no byte, no request, then idle", 4, 1, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "idle", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
@@ -128,7 +132,7 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "b3", admitted: []string{"b3"}, closed: []string{"a2", "a3", "a4"}},
 			{arrives: "b4", waiting: []string{"b4"}, closed: []string{"a2", "a3", "a4"}},
 		}},
-		{"no request yet: one served gives way before one whose handshake waits or is under way", 3, 1, []step{
+		{"no request yet: one served gives way before one whose handshake waits or is under way", 3, 1, false, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
@@ -136,7 +140,7 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "b2", admitted: []string{"b2"}, closed: []string{"a2", "a3"}},
 			{arrives: "b3", waiting: []string{"b3"}, closed: []string{"a2", "a3"}},
 		}},
-		{"its own newcomer takes only one that has sent nothing", 4, 1, []step{
+		{"its own newcomer takes only one that has sent nothing", 4, 1, false, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
@@ -144,7 +148,24 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a4"}},
 			{arrives: "a6", waiting: []string{"a6"}, closed: []string{"a4"}},
 		}},
-		{"a connection at work is not the victim while its address holds one doing nothing", 3, 1, []step{
+		{"once a handshake place is free, the oldest waiting takes its own address's place with no request, not an idle one", 3, 2, false, []step{
+			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
+			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
+			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
+			{arrives: "a4", doing: "new", waiting: []string{"a4"}},
+			{arrives: "a5", waiting: []string{"a4", "a5"}},
+			{handshaken: true, admitted: []string{"a4"}, waiting: []string{"a5"}, closed: []string{"a3"}},
+			{handshaken: true, admitted: []string{"a5"}, closed: []string{"a3", "a4"}},
+			{arrives: "a6", waiting: []string{"a6"}, closed: []string{"a3", "a4"}},
+			{handshaken: true, waiting: []string{"a6"}, closed: []string{"a3", "a4"}},
+		}},
+		{"while a handshake waits for a place, the waiting wait", 2, 1, true, []step{
+			{arrives: "a1", doing: "new", admitted: []string{"a1"}},
+			{arrives: "a2", doing: "new", admitted: []string{"a2"}},
+			{arrives: "a3", waiting: []string{"a3"}},
+			{handshaken: true, waiting: []string{"a3"}},
+		}},
+		{"a connection at work is not the victim while its address holds one doing nothing", 3, 1, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "idle", admitted: []string{"a3"}},
@@ -156,6 +177,10 @@ func TestFairListenerPlaces(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newFairListener(nil, nil)
 			l.max, l.maxWaiting = tt.max, tt.maxWaiting
+			if tt.crowded {
+				l.handshakes = &gate{maxWaiting: 1}
+				l.handshakes.queue("10.0.0.h")
+			}
 			var admitted []*fairConn
 			l.startHandshake = func(c *fairConn) { admitted = append(admitted, c) }
 			conns := map[string]*fairConn{}
@@ -179,6 +204,9 @@ func TestFairListenerPlaces(t *testing.T) {
 				}
 				if step.closes != "" {
 					l.release(conns[step.closes]) // as its Close does, which the test does not record
+				}
+				if step.handshaken {
+					l.admitWaiting()
 				}
 				got := step
 				got.admitted, got.waiting, got.closed = names(admitted), names(l.waiting), nil
@@ -383,4 +411,110 @@ func TestSentFirstByte(t *testing.T) {
 			t.Errorf("read %q, %v after the peek; want %q", got, err, data)
 		}
 	}
+}
+
+// TestServedWithUnreadBytesDoesNotGiveWay checks the peek before a
+// connection served with no request gives way, over TCP: of two from the
+// address holding every place, the one whose client has written, a request
+// net/http has not read yet, keeps its place; the one whose client has not
+// gives it to the connection waiting.
+func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
+	l := testListener(t, nil, 2, 1)
+	t.Cleanup(func() { _ = l.Close() })
+	l.startHandshake = func(*fairConn) {}
+	var served []*fairConn
+	for _, data := range []string{"POST", ""} {
+		client, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		server, err := l.Listener.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = server.Close() })
+		if _, err := client.Write([]byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		c := &fairConn{Conn: server, listener: l, address: "127.0.0.1", state: connNew}
+		l.open.add(c.address, c)
+		served = append(served, c)
+	}
+	poll(t, "the request's bytes arrive", func() bool { return sentFirstByte(served[0].Conn) })
+	l.waiting = []*fairConn{{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}}
+	l.admitWaiting()
+	held := l.open.byAddress["127.0.0.1"]
+	if len(l.waiting) != 0 || !slices.Contains(held, served[0]) || slices.Contains(held, served[1]) {
+		t.Errorf("after a handshake place freed: %d waiting, the one with a request kept its place: %t, the silent one kept its place: %t; want 0, true, false",
+			len(l.waiting), slices.Contains(held, served[0]), slices.Contains(held, served[1]))
+	}
+}
+
+// backlog is a TCP listener's backlog: Accept returns its connections, in
+// order, or waits for the next.
+type backlog struct {
+	net.Listener
+	conns  chan net.Conn
+	closed chan struct{}
+}
+
+func (b *backlog) Accept() (net.Conn, error) {
+	select {
+	case c := <-b.conns:
+		return c, nil
+	case <-b.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (b *backlog) Close() error { close(b.closed); return nil }
+
+// TestFullLeavesConnectionsInTheBacklog checks that once one address holds
+// every place and the queue is full, the listener accepts no more, where
+// the next would reset the oldest waiting, and accepts again once a place
+// frees.
+func TestFullLeavesConnectionsInTheBacklog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner := &backlog{conns: make(chan net.Conn, 3), closed: make(chan struct{})}
+		l := newFairListener(inner, nil)
+		l.max, l.maxWaiting = 1, 1
+		handOver(l)
+		go l.acceptInner()
+		var clients []net.Conn
+		arrive := func() {
+			server, client := net.Pipe()
+			clients = append(clients, client)
+			inner.conns <- server
+			synctest.Wait()
+		}
+		arrive()
+		first, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		l.setState(first.(*fairConn), connActive) // it carries a request: it does work
+		l.mu.Unlock()
+		arrive()
+		arrive()
+		l.mu.Lock()
+		waiting, unaccepted := len(l.waiting), len(inner.conns)
+		l.mu.Unlock()
+		if waiting != 1 || unaccepted != 1 {
+			t.Errorf("with the place and the queue full: %d waiting, %d left in the backlog; want 1 and 1", waiting, unaccepted)
+		}
+		_ = first.Close()
+		synctest.Wait()
+		if unaccepted := len(inner.conns); unaccepted != 0 {
+			t.Errorf("once the place freed: %d left in the backlog; want 0", unaccepted)
+		}
+		_ = l.Close()
+		for _, err := l.Accept(); err == nil; _, err = l.Accept() { // those handed over before the close
+		}
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		synctest.Wait()
+	})
 }

@@ -90,6 +90,13 @@ func (g *gate) wait(t *ticket, deadline time.Time) error {
 	return <-t.let // let in, or turned away, as the deadline passed
 }
 
+// crowded says whether anyone waits for a place.
+func (g *gate) crowded() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting.total > 0
+}
+
 // leave gives t's place to the waiter whose address runs the fewest.
 func (g *gate) leave(t *ticket) {
 	g.mu.Lock()

@@ -79,6 +79,7 @@ func (l *fairListener) handshake(c *fairConn) {
 	tlsConn := tls.Server(c, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
 	l.handshakes.leave(ticket)
+	l.admitWaiting()
 	if err != nil {
 		fail()
 		return
