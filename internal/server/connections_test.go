@@ -247,13 +247,7 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 		}
 	}
 	dial("h")
-	first, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	l.setState(first.(*fairConn), connActive) // it carries a request: it does work
-	l.mu.Unlock()
+	first := acceptWorking(t, l)
 	dial("hello")
 	fair := l
 	deadline := time.Now().Add(10 * time.Second)
@@ -276,6 +270,19 @@ func TestFairListenerWaitingUnread(t *testing.T) {
 	if _, err := io.ReadFull(admitted, got); err != nil || string(got) != "hello" {
 		t.Errorf("read %q, %v from the admitted connection; want what the waiting client sent, hello", got, err)
 	}
+}
+
+// acceptWorking returns l's next connection, taken as carrying a request.
+func acceptWorking(t *testing.T, l *fairListener) net.Conn {
+	t.Helper()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setState(c.(*fairConn), connActive)
+	return c
 }
 
 // TestConnectionStates checks the table of connections as net/http's
@@ -317,37 +324,39 @@ func TestConnectionStates(t *testing.T) {
 	})
 }
 
-// failingListener returns its connections, then fails every Accept with
-// too many open files until it is closed.
-type failingListener struct {
+// backlog is a TCP listener's backlog: Accept returns its connections, in
+// order, or waits for the next, until it is closed; once tooMany is
+// closed, it may fail instead with too many open files.
+type backlog struct {
 	net.Listener
-	conns  chan net.Conn
-	closed chan struct{}
+	conns           chan net.Conn
+	closed, tooMany chan struct{}
 }
 
-func (l *failingListener) Accept() (net.Conn, error) {
+func (b *backlog) Accept() (net.Conn, error) {
 	select {
-	case c := <-l.conns:
+	case c := <-b.conns:
 		return c, nil
-	case <-l.closed:
+	case <-b.closed:
 		return nil, net.ErrClosed
-	default:
+	case <-b.tooMany:
 		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept", syscall.EMFILE)}
 	}
 }
 
-func (l *failingListener) Close() error { close(l.closed); return nil }
+func (b *backlog) Close() error { close(b.closed); return nil }
 
 // TestAcceptErrorsStayInside checks that the errors of the TCP listener
 // (too many open files) never reach Accept's caller, net/http's Serve, which
-// would stop for up to a second each: the connection accepted before them is
+// would stop for up to a second each: the connection accepted among them is
 // returned, and once closed, Accept returns net.ErrClosed.
 func TestAcceptErrorsStayInside(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		server, client := net.Pipe()
 		defer client.Close()
-		inner := &failingListener{conns: make(chan net.Conn, 1), closed: make(chan struct{})}
+		inner := &backlog{conns: make(chan net.Conn, 1), closed: make(chan struct{}), tooMany: make(chan struct{})}
 		inner.conns <- server
+		close(inner.tooMany)
 		l := newFairListener(inner, nil)
 		handOver(l)
 		go l.acceptInner()
@@ -451,25 +460,6 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 	}
 }
 
-// backlog is a TCP listener's backlog: Accept returns its connections, in
-// order, or waits for the next.
-type backlog struct {
-	net.Listener
-	conns  chan net.Conn
-	closed chan struct{}
-}
-
-func (b *backlog) Accept() (net.Conn, error) {
-	select {
-	case c := <-b.conns:
-		return c, nil
-	case <-b.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (b *backlog) Close() error { close(b.closed); return nil }
-
 // TestFullLeavesConnectionsInTheBacklog checks that once one address holds
 // every place and the queue is full, the listener accepts no more, where
 // the next would reset the oldest waiting, and accepts again once a place
@@ -489,13 +479,7 @@ func TestFullLeavesConnectionsInTheBacklog(t *testing.T) {
 			synctest.Wait()
 		}
 		arrive()
-		first, err := l.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.mu.Lock()
-		l.setState(first.(*fairConn), connActive) // it carries a request: it does work
-		l.mu.Unlock()
+		first := acceptWorking(t, l)
 		arrive()
 		arrive()
 		l.mu.Lock()
