@@ -55,8 +55,7 @@ type fairListener struct {
 
 	mu   sync.Mutex
 	open shares[*fairConn]
-	// waiting hold no place and have not been read, oldest first; room
-	// wakes the accept loop when they leave, or a place frees.
+	// waiting hold no place and have not been read, oldest first; room wakes the accept loop.
 	waiting []*fairConn
 	room    sync.Cond
 	// unanswered counts the connections served that have sent no request.
@@ -134,18 +133,11 @@ func (l *fairListener) acceptInner() {
 	}
 }
 
-// full says whether one address holds every place and the queue is full
-// too, until Close: a connection accepted now could only reset one of that
-// address's waiting, so the kernel's backlog keeps it, in order, instead.
-// With another address among them, the next may be that address's, which
-// takes a place at once.
+// full says whether one address holds every place and the queue (until
+// Close empties it): the next connection, likely its, could only reset one
+// of its waiting, so the kernel's backlog keeps it, in order, instead.
 func (l *fairListener) full() bool {
-	select {
-	case <-l.closed:
-		return false
-	default:
-	}
-	return l.open.total >= l.max && len(l.waiting) >= l.maxWaiting && len(l.open.byAddress) == 1
+	return l.open.total >= l.max && len(l.waiting) >= max(l.maxWaiting, 1) && len(l.open.byAddress) == 1
 }
 
 // Accept returns the next connection whose handshake is done; once closed,
@@ -175,8 +167,7 @@ func (l *fairListener) arrive(c *fairConn) {
 	}
 }
 
-// place gives c a place, if need be that of the connection that gives way
-// to it, and says whether it did.
+// place gives c a place, if need be another's (givesWay), and says whether it did.
 func (l *fairListener) place(c *fairConn, own connState) bool {
 	if l.open.total >= l.max {
 		victim := l.givesWay(c.address, own)
@@ -197,13 +188,10 @@ func (l *fairListener) place(c *fairConn, own connState) bool {
 // newcomer from a lighter address it then loses one whose handshake is
 // done and that has sent no request, then one whose handshake waits or is
 // under way, then one idle between requests, the oldest among equals, and
-// only then its oldest, if it would still hold more. To its own newcomer it
-// loses nothing beyond own: one that has sent nothing at the accept, and
-// one with no request yet once a handshake place is free (admitWaiting);
-// never one idle between requests, which its client may be sending on at
-// that instant. One served whose client has sent bytes not read yet (a
-// peek) carries a request: it does not give way. nil: nobody gives way, and
-// the newcomer waits.
+// only then its oldest, if it would still hold more. To its own, nothing
+// beyond own, never one idle, which its client may be sending on. One
+// served whose client has sent bytes not read yet (a peek) carries a
+// request, and stays. nil: nobody gives way, and the newcomer waits.
 func (l *fairListener) givesWay(newcomer string, own connState) *fairConn {
 	heaviest := l.open.heaviest()
 	held := l.open.byAddress[heaviest]
@@ -224,11 +212,9 @@ func (l *fairListener) givesWay(newcomer string, own connState) *fairConn {
 	return victim
 }
 
-// admitWaiting gives the oldest connection waiting a place, that of one
-// that gives way to it, once no handshake waits for a place: a lone
-// address's connections beyond the bound then go through the handshakes
-// in order, as fast as these are made, while those that have sent no
-// request since theirs make room.
+// admitWaiting gives the oldest waiting a place, once no handshake waits
+// for one: a lone address's connections then go through the handshakes in
+// order, its served ones with no request making room.
 func (l *fairListener) admitWaiting() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
