@@ -126,7 +126,7 @@ func (l *fairListener) acceptInner() {
 		}
 		backoff = 0
 		c := &fairConn{Conn: conn, listener: l, address: clientAddress(conn.RemoteAddr().String())}
-		if sentFirstByte(conn) {
+		if hasUnreadBytes(conn) {
 			c.state = connHandshake
 		}
 		l.arrive(c)
@@ -202,7 +202,7 @@ func (l *fairListener) givesWay(newcomer string, own connState) *fairConn {
 	var victim *fairConn
 	for _, c := range held {
 		if rank := doesNoWork[c.state]; rank > 0 && rank <= most && (victim == nil || rank < doesNoWork[victim.state]) &&
-			(c.state < connNew || !sentFirstByte(c.Conn)) {
+			(c.state < connNew || !hasUnreadBytes(c.Conn)) {
 			victim = c
 		}
 	}

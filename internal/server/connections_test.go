@@ -385,10 +385,10 @@ func handOver(l *fairListener) {
 	}
 }
 
-// TestSentFirstByte checks the peek at accept over TCP: a connection whose
+// TestHasUnreadBytes checks the peek at accept over TCP: a connection whose
 // client has written is told apart from one whose client has not, and the
 // byte is still there to read.
-func TestSentFirstByte(t *testing.T) {
+func TestHasUnreadBytes(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -405,8 +405,8 @@ func TestSentFirstByte(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer server.Close()
-		if got := sentFirstByte(server); got != (runtime.GOOS != "linux") {
-			t.Errorf("before the client wrote: sentFirstByte = %t", got)
+		if got := hasUnreadBytes(server); got != (runtime.GOOS != "linux") {
+			t.Errorf("before the client wrote: hasUnreadBytes = %t", got)
 		}
 		if data == "" {
 			continue
@@ -414,7 +414,7 @@ func TestSentFirstByte(t *testing.T) {
 		if _, err := client.Write([]byte(data)); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "the byte arrives", func() bool { return sentFirstByte(server) })
+		poll(t, "the byte arrives", func() bool { return hasUnreadBytes(server) })
 		got := make([]byte, 1)
 		if _, err := io.ReadFull(server, got); err != nil || string(got) != data {
 			t.Errorf("read %q, %v after the peek; want %q", got, err, data)
@@ -450,7 +450,7 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 		l.open.add(c.address, c)
 		served = append(served, c)
 	}
-	poll(t, "the request's bytes arrive", func() bool { return sentFirstByte(served[0].Conn) })
+	poll(t, "the request's bytes arrive", func() bool { return hasUnreadBytes(served[0].Conn) })
 	l.waiting = []*fairConn{{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}}
 	l.admitWaiting()
 	held := l.open.byAddress["127.0.0.1"]

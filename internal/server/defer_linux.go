@@ -21,9 +21,11 @@ func deferAccept(_, _ string, c syscall.RawConn) error {
 	return err
 }
 
-// sentFirstByte says, without reading it (MSG_PEEK), whether conn's client
-// has sent a byte, so that a connection just accepted is not taken for a silent one.
-func sentFirstByte(conn net.Conn) bool {
+// hasUnreadBytes says, without reading them (MSG_PEEK), whether conn's
+// client has sent bytes the webhook has not read yet: at the accept, that
+// it is not silent; once served, that it carries a request net/http has
+// not read yet.
+func hasUnreadBytes(conn net.Conn) bool {
 	tcp, ok := conn.(*net.TCPConn)
 	if !ok {
 		return false
