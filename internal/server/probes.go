@@ -1,9 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"fmt"
-	"log"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -29,20 +28,8 @@ func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
 		ReadTimeout:       ReadHeaderTimeout,
 		WriteTimeout:      ReadHeaderTimeout + 5*time.Second,
 		IdleTimeout:       IdleTimeout,
-		ErrorLog:          errorLog(logger),
+		ErrorLog:          slog.NewLogLogger(logr.ToSlogHandler(logger), slog.LevelInfo),
 	}
-}
-
-// errorLog writes what an http.Server has to say (a failed accept, a panic) to logger.
-func errorLog(logger logr.Logger) *log.Logger {
-	return log.New(logWriter(logger), "", 0)
-}
-
-type logWriter logr.Logger
-
-func (w logWriter) Write(p []byte) (int, error) {
-	logr.Logger(w).Info("net/http", "error", string(bytes.TrimSpace(p)))
-	return len(p), nil
 }
 
 // addProbes adds to mgr the servers of cfg's probe and metrics ports;

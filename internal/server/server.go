@@ -15,12 +15,14 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -184,7 +186,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		// Requests keep their context through the drain: it ends with the server, not with ctx.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnState:   listener.track,
-		ErrorLog:    errorLog(log),
+		ErrorLog:    slog.NewLogLogger(logr.ToSlogHandler(log), slog.LevelInfo),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
