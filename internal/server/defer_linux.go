@@ -7,10 +7,8 @@ import (
 	"syscall"
 )
 
-// deferAccept has the kernel hand over a connection only once its client
-// has sent a byte, or HandshakeTimeout after (TCP_DEFER_ACCEPT, as nginx's
-// listen ... deferred): until then it takes no place and no descriptor.
-// Above the SYN queue's size syncookies hand it over at once.
+// deferAccept has the kernel hand over a connection only once its client has sent a byte, or
+// HandshakeTimeout after (TCP_DEFER_ACCEPT, nginx's listen ... deferred): until then it holds no descriptor.
 func deferAccept(_, _ string, c syscall.RawConn) error {
 	var err error
 	if controlErr := c.Control(func(fd uintptr) {
@@ -21,10 +19,8 @@ func deferAccept(_, _ string, c syscall.RawConn) error {
 	return err
 }
 
-// hasUnreadBytes says, without reading them (MSG_PEEK), whether conn's
-// client has sent bytes the webhook has not read yet: at the accept, that
-// it is not silent; once served, that it carries a request net/http has
-// not read yet.
+// hasUnreadBytes says, without reading them (MSG_PEEK), whether conn's client has sent bytes not read yet:
+// at the accept, that it is not silent; once served, that it carries a request.
 func hasUnreadBytes(conn net.Conn) bool {
 	tcp, ok := conn.(*net.TCPConn)
 	if !ok {

@@ -34,12 +34,8 @@ func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Se
 	log.Info("shutting down: no new connections, finishing the requests in flight", "within", ShutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
-	// net/http's Shutdown closes, unanswered, a connection whose first
-	// request it reads after it began. So every answer closes its connection
-	// from now on, the listener closes (Serve returns once the handshakes
-	// under way have reached it: under TLS 1.3 their request may be sent),
-	// and the connections served send their request, or time out, before
-	// Shutdown waits for the answers in flight.
+	// net/http's Shutdown closes, unanswered, a connection whose first request
+	// it reads after it began: the connections accepted send theirs first.
 	srv.SetKeepAlivesEnabled(false)
 	if err := listener.Close(); err != nil {
 		return fmt.Errorf("closing the webhook's listener: %w", err)

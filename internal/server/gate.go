@@ -7,19 +7,16 @@ import (
 )
 
 var (
-	// errGateFull turns a waiter away when the queue is full and its address waits the most.
-	errGateFull = errors.New("too many waiting from this client address")
-	// errGateTimeout turns a waiter away that found no place before its deadline.
+	errGateFull    = errors.New("too many waiting from this client address")
 	errGateTimeout = errors.New("no place came free in time")
 )
 
 // gate lets at most max holders run at once, TLS handshakes or reviews
-// being decided, and up to maxWaiting more wait, by the port's one rule:
-// the address that holds the most gives way. A place that frees goes to the
-// waiter whose address runs the fewest, the oldest among equals; a full
-// queue turns away the oldest waiter of the address waiting the most. An
-// address alone may take every place. Nothing is preempted: a holder's own
-// deadline bounds it.
+// being decided, and up to maxWaiting more wait, by the port's one rule
+// (givesWay, docs/RELIABILITY.md): a freed place goes to the waiter whose
+// address runs the fewest, the oldest among equals; a full queue turns away
+// the oldest waiter of the address waiting the most. Nothing is preempted:
+// a holder's own deadline bounds it.
 type gate struct {
 	max, maxWaiting int
 
@@ -42,10 +39,7 @@ type ticket struct {
 // leave it with, or why it got none: the queue was full, or deadline passed.
 func (g *gate) enter(address string, deadline time.Time) (*ticket, error) {
 	t := g.queue(address)
-	if err := g.wait(t, deadline); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return t, g.wait(t, deadline)
 }
 
 // queue gives address a place if one is free and nobody waits, or queues it.
@@ -61,26 +55,22 @@ func (g *gate) queue(address string) *ticket {
 	t.let = make(chan error, 1)
 	g.waiting.add(address, t)
 	if g.waiting.total > g.maxWaiting {
-		heaviest := g.waiting.heaviest()
-		oldest := g.waiting.byAddress[heaviest][0]
-		g.waiting.remove(heaviest, oldest)
+		oldest := g.waiting.byAddress[g.waiting.heaviest()][0]
+		g.waiting.remove(oldest.address, oldest)
 		oldest.let <- errGateFull
 	}
 	return t
 }
 
-// wait returns once t runs, or why it never will: it was turned away, or
-// deadline passed.
+// wait returns once t runs, or why it never will.
 func (g *gate) wait(t *ticket, deadline time.Time) error {
 	if t.let == nil {
 		return nil
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
 	select {
 	case err := <-t.let:
 		return err
-	case <-timer.C:
+	case <-time.After(time.Until(deadline)):
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

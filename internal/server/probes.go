@@ -14,12 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few hundred
-// bytes (a bearer token at most).
+// MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few hundred bytes (a bearer token at most).
 const MaxProbeHeaderBytes = 8 << 10
 
-// probeServer serves handler on a probe or metrics port, in plain HTTP as
-// the kubelet probes, with bounds like the webhook port's.
+// probeServer serves handler on a probe or metrics port, in plain HTTP as the kubelet probes, with bounds
+// like the webhook port's.
 func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
@@ -32,33 +31,28 @@ func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
 	}
 }
 
-// addProbes adds to mgr the servers of cfg's probe and metrics ports;
-// /readyz asks ready.
+// addProbes adds to mgr the servers of cfg's probe and metrics ports; /readyz asks ready.
 func addProbes(mgr manager.Manager, cfg Config, ready healthz.Checker) error {
-	probes := http.NewServeMux()
-	for name, checks := range map[string]map[string]healthz.Checker{
-		"/healthz": {"ping": healthz.Ping},
-		"/readyz":  {"webhook": ready},
-	} {
+	probes, metricsMux := http.NewServeMux(), http.NewServeMux()
+	for name, checks := range map[string]map[string]healthz.Checker{"/healthz": {"ping": healthz.Ping}, "/readyz": {"webhook": ready}} {
 		handler := http.StripPrefix(name, &healthz.Handler{Checks: checks})
 		probes.Handle(name, handler)
 		probes.Handle(name+"/", handler)
 	}
-	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	for name, serve := range map[string]struct {
+	for name, port := range map[string]struct {
 		address string
 		handler http.Handler
 	}{"health probe": {cfg.HealthProbeBindAddress, probes}, "metrics": {cfg.MetricsBindAddress, metricsMux}} {
-		if serve.address == "0" || serve.address == "" {
+		if port.address == "0" || port.address == "" {
 			continue
 		}
-		listener, err := listen(serve.address, MaxProbeConns)
+		listener, err := listen(port.address, MaxProbeConns)
 		if err != nil {
-			return fmt.Errorf("listening for the %s server on %s: %w", name, serve.address, err)
+			return fmt.Errorf("listening for the %s server on %s: %w", name, port.address, err)
 		}
-		server := probeServer(serve.handler, ctrl.Log.WithName(name))
-		if err := mgr.Add(&manager.Server{Name: name, Server: server, Listener: listener}); err != nil {
+		server := &manager.Server{Name: name, Server: probeServer(port.handler, ctrl.Log.WithName(name)), Listener: listener}
+		if err := mgr.Add(server); err != nil {
 			return fmt.Errorf("adding the %s server: %w", name, err)
 		}
 	}

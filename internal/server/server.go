@@ -6,8 +6,7 @@
 // port's accept loop and table of connections (connections.go), the gate
 // for handshakes and decisions (gate.go), TLS (tls.go), bodies and requests
 // in flight (limits.go), the drain (drain.go), the probe and metrics ports
-// (probes.go). What the port holds is shared among client addresses by one
-// rule, givesWay: the address holding the most gives way.
+// (probes.go), shared among client addresses by one rule (givesWay).
 package server
 
 import (
@@ -37,11 +36,9 @@ import (
 type Config struct {
 	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
 	CertDir string
-	// ClientCAName, when set, names a file in CertDir of PEM CA certificates
-	// that must have signed every client's certificate. It is read once, by New.
+	// ClientCAName, when set, names a file in CertDir of the PEM CA certificates that must sign every client's; New reads it once.
 	ClientCAName string
-	// ClientCNName, with ClientCAName, is the common name the client
-	// certificate must carry; empty accepts any that the CA signed.
+	// ClientCNName, with ClientCAName, is the common name the client certificate must carry; empty accepts any.
 	ClientCNName string
 	// Host and Port are where the webhook listens; an empty Host means every interface.
 	Host string
@@ -95,7 +92,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 // requests in flight.
 func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	if cfg.ClientCAName == "" && cfg.ClientCNName != "" && cfg.ClientCNName != DefaultClientCNName {
-		return nil, fmt.Errorf("--client-cn-name=%s without --client-ca-name: no client certificate is asked for, so no name would be checked", cfg.ClientCNName)
+		return nil, fmt.Errorf("--client-cn-name=%s without --client-ca-name: no client certificate is asked for, so no name would be checked",
+			cfg.ClientCNName)
 	}
 	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
 	if !cfg.EnableHTTP2 {
@@ -110,9 +108,8 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		}},
 		config: cfg, limiter: newLimiter(), drainDone: time.After,
 	}
-	// The webhook reads nothing from the API server: no kubeconfig, no RBAC,
-	// no leader election. It serves the probes and metrics itself
-	// (probeServer): the manager's servers read headers of 1 MiB for 32 s.
+	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
+	// the probes and metrics itself (probeServer), with the bounds the manager's servers lack.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -136,10 +133,9 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	return mgr, nil
 }
 
-// boundedServer serves the webhook as controller-runtime's DefaultServer
-// does, with the bounds DefaultServer does not let a caller set, and a
-// drain. The embedded DefaultServer is never started: it registers and
-// instruments the hooks on the mux served here, and holds the Options.
+// boundedServer serves the webhook as controller-runtime's DefaultServer does, with the bounds and the
+// drain it lacks. The embedded DefaultServer is never started: it registers and instruments the hooks on
+// the mux served here, and holds the Options.
 type boundedServer struct {
 	*webhook.DefaultServer
 	config Config
@@ -172,9 +168,10 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		}()
 	}
 
-	listener, err := listenTLS(s.address(), s.tls)
+	address := net.JoinHostPort(s.Options.Host, strconv.Itoa(s.Options.Port))
+	listener, err := listenTLS(address, s.tls)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", s.address(), err)
+		return fmt.Errorf("listening on %s: %w", address, err)
 	}
 	srv := &http.Server{
 		Handler:           s.closeWhileDraining(s.WebhookMux()),
@@ -191,7 +188,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
 	s.serving.Store(true)
-	log.Info("serving", "address", s.address(), "clientCAName", s.Options.ClientCAName, "shutdownDrain", s.config.ShutdownDrain)
+	log.Info("serving", "address", address, "clientCAName", s.Options.ClientCAName, "shutdownDrain", s.config.ShutdownDrain)
 
 	select {
 	case err := <-served:
@@ -199,9 +196,4 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	return s.drain(ctx, log, srv, listener, served)
-}
-
-// address is where the webhook listens.
-func (s *boundedServer) address() string {
-	return net.JoinHostPort(s.Options.Host, strconv.Itoa(s.Options.Port))
 }

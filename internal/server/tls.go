@@ -13,41 +13,32 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
-// The bounds on TLS handshakes.
+// The bounds on TLS handshakes: docs/RELIABILITY.md has why each is what it is.
 const (
-	// MaxHandshakes bounds the TLS handshakes in progress, shared among
-	// client addresses (gate): beyond, a connection waits, unread, and the
-	// requests on open connections, how the API server sends them, go first.
+	// MaxHandshakes bounds the TLS handshakes in progress, shared among client addresses (gate).
 	MaxHandshakes = 16
 
-	// SlowHandshake is how long a handshake may hold its place: the API
-	// server's takes a round trip or two.
+	// SlowHandshake is how long a handshake may hold its place: the API server's takes a round trip or two.
 	SlowHandshake = time.Second
 
-	// HandshakeTimeout bounds the time from a connection's accept to the
-	// end of its handshake, waiting included.
+	// HandshakeTimeout bounds the time from a connection's accept to the end of its handshake, waiting included.
 	HandshakeTimeout = ReadHeaderTimeout
 
-	// MaxClientHelloBytes bounds a ClientHello: Go's client sends under 2
-	// KiB, where crypto/tls would buffer 64 KiB for each connection.
+	// MaxClientHelloBytes bounds a ClientHello, which crypto/tls would buffer up to 64 KiB of for each connection.
 	MaxClientHelloBytes = 16 << 10
 )
 
-// tlsHandshakeErrors counts the handshakes that failed, took longer than
-// SlowHandshake or found no place in time: a scan or a flood, not logged.
-var tlsHandshakeErrors = prometheus.NewCounter(prometheus.CounterOpts{
+// tlsHandshakeErrors counts the handshakes that failed: a scan or a flood, not logged.
+var tlsHandshakeErrors = promauto.With(metrics.Registry).NewCounter(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
 	Help: "TLS handshakes on the webhook port that failed, took longer than 1 s once they had a place, or found no place in time.",
 })
-
-func init() {
-	metrics.Registry.MustRegister(tlsHandshakeErrors)
-}
 
 // handshake makes c's handshake once the gate lets it, and hands it to
 // Accept before its deadline.
@@ -73,9 +64,8 @@ func (l *fairListener) handshake(c *fairConn) {
 		return
 	}
 	if slow := time.Now().Add(l.slow); slow.Before(deadline) {
-		deadline = slow
+		_ = c.SetDeadline(slow)
 	}
-	_ = c.SetDeadline(deadline)
 	tlsConn := tls.Server(c, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
 	l.handshakes.leave(ticket)
@@ -85,11 +75,9 @@ func (l *fairListener) handshake(c *fairConn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{}) // http.Server sets its own
-	abandoned := time.NewTimer(l.timeout)
-	defer abandoned.Stop()
 	select {
 	case l.done <- tlsConn:
-	case <-abandoned.C: // nothing calls Accept any more: its server has stopped
+	case <-time.After(l.timeout): // nothing calls Accept any more: its server has stopped
 		_ = c.Close()
 	}
 }
@@ -97,8 +85,7 @@ func (l *fairListener) handshake(c *fairConn) {
 // errHelloTooLarge refuses a ClientHello longer than MaxClientHelloBytes.
 var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes", MaxClientHelloBytes)
 
-// helloHeaders is what handshake reads of a connection before it takes a
-// place: a TLS record's header (5 bytes) and its handshake message's (4).
+// helloHeaders is what handshake reads before the handshake: a TLS record's header (5 bytes) and its message's (4).
 const helloHeaders = 9
 
 // checkHello refuses the first bytes of a connection when they declare a
@@ -120,45 +107,35 @@ const DefaultClientCNName = "kube-apiserver"
 // DefaultServer.Start does (HTTP/2 offered, then o.TLSOpts; the certificate
 // in o.CertDir, reloaded by the watcher it returns, unless an option gave
 // one; the client CA bundle o.ClientCAName), whose tls.Listen has none of
-// the bounds. Every file is read here, so that a broken one fails New.
-func serverTLS(o webhook.Options) (*tls.Config, *certwatcher.CertWatcher, error) {
-	cfg := &tls.Config{NextProtos: []string{"h2"}}
+// the bounds. Every file is read here, so that a broken one fails New, and
+// only here: a new client CA needs a restart.
+func serverTLS(o webhook.Options) (cfg *tls.Config, watcher *certwatcher.CertWatcher, err error) {
+	cfg = &tls.Config{NextProtos: []string{"h2"}}
 	for _, opt := range o.TLSOpts {
 		opt(cfg)
 	}
-	var watcher *certwatcher.CertWatcher
 	if cfg.GetCertificate == nil {
-		var err error
 		if watcher, err = certwatcher.New(filepath.Join(o.CertDir, o.CertName), filepath.Join(o.CertDir, o.KeyName)); err != nil {
 			return nil, nil, fmt.Errorf("loading the serving certificate from %s: %w", o.CertDir, err)
 		}
 		cfg.GetCertificate = watcher.GetCertificate
 	}
-	if o.ClientCAName != "" {
-		pool, err := clientCAs(filepath.Join(o.CertDir, o.ClientCAName))
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	if o.ClientCAName == "" {
+		return cfg, watcher, nil
+	}
+	path := filepath.Join(o.CertDir, o.ClientCAName)
+	bundle, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the client CA bundle (--client-ca-name): %w", err)
+	}
+	cfg.ClientCAs, cfg.ClientAuth = x509.NewCertPool(), tls.RequireAndVerifyClientCert
+	if !cfg.ClientCAs.AppendCertsFromPEM(bundle) {
+		return nil, nil, fmt.Errorf("the client CA bundle %s (--client-ca-name) holds no PEM certificate", path)
 	}
 	return cfg, watcher, nil
 }
 
-// clientCAs reads the client CA bundle at path, once: a new CA needs a restart.
-func clientCAs(path string) (*x509.CertPool, error) {
-	bundle, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the client CA bundle (--client-ca-name): %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(bundle) {
-		return nil, fmt.Errorf("the client CA bundle %s (--client-ca-name) holds no PEM certificate", path)
-	}
-	return pool, nil
-}
-
-// errNoClientCertificate fails the common name check closed, should a
-// connection without a certificate reach it.
+// errNoClientCertificate fails the common name check closed, should a connection without a certificate reach it.
 var errNoClientCertificate = errors.New("no client certificate")
 
 // requireCommonName is a TLS option that refuses a client certificate,
