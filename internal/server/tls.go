@@ -52,7 +52,7 @@ func (l *fairListener) handshake(c *fairConn) {
 	_ = c.SetDeadline(deadline)
 	// A connection that sends nothing takes no place among the handshakes.
 	first := make([]byte, helloHeaders)
-	if _, err := io.ReadFull(c, first); err != nil || checkHello(first) != nil {
+	if _, err := io.ReadFull(c, first); err != nil || helloTooLarge(first) {
 		fail()
 		return
 	}
@@ -82,21 +82,15 @@ func (l *fairListener) handshake(c *fairConn) {
 	}
 }
 
-// errHelloTooLarge refuses a ClientHello longer than MaxClientHelloBytes.
-var errHelloTooLarge = fmt.Errorf("the TLS ClientHello is longer than %d bytes", MaxClientHelloBytes)
-
 // helloHeaders is what handshake reads before the handshake: a TLS record's header (5 bytes) and its message's (4).
 const helloHeaders = 9
 
-// checkHello refuses the first bytes of a connection when they declare a
+// helloTooLarge says whether the first bytes of a connection declare a
 // ClientHello above MaxClientHelloBytes, before crypto/tls buffers it.
-func checkHello(headers []byte) error {
+func helloTooLarge(headers []byte) bool {
 	const recordHandshake, clientHello = 22, 1
 	length := int(headers[6])<<16 | int(headers[7])<<8 | int(headers[8])
-	if headers[0] == recordHandshake && headers[5] == clientHello && length > MaxClientHelloBytes {
-		return errHelloTooLarge
-	}
-	return nil
+	return headers[0] == recordHandshake && headers[5] == clientHello && length > MaxClientHelloBytes
 }
 
 // DefaultClientCNName is the common name a client certificate must carry by
