@@ -3,6 +3,7 @@
 package server
 
 import (
+	"cmp"
 	"net"
 	"syscall"
 )
@@ -11,12 +12,10 @@ import (
 // HandshakeTimeout after (TCP_DEFER_ACCEPT, nginx's listen ... deferred): until then it holds no descriptor.
 func deferAccept(_, _ string, c syscall.RawConn) error {
 	var err error
-	if controlErr := c.Control(func(fd uintptr) {
+	controlErr := c.Control(func(fd uintptr) {
 		err = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(HandshakeTimeout.Seconds()))
-	}); controlErr != nil {
-		return controlErr
-	}
-	return err
+	})
+	return cmp.Or(controlErr, err)
 }
 
 // hasUnreadBytes says, without reading them (MSG_PEEK), whether conn's client has sent bytes not read yet:

@@ -30,11 +30,11 @@ const (
 	// HandshakeTimeout bounds the time from a connection's accept to the end of its handshake, waiting included.
 	HandshakeTimeout = ReadHeaderTimeout
 
-	// MaxClientHelloBytes bounds a ClientHello, which crypto/tls would buffer up to 64 KiB of for each connection.
+	// MaxClientHelloBytes bounds a ClientHello, where crypto/tls would buffer up to 64 KiB for each connection.
 	MaxClientHelloBytes = 16 << 10
 )
 
-// tlsHandshakeErrors counts the handshakes that failed: a scan or a flood, not logged.
+// tlsHandshakeErrors counts the handshakes that failed or found no place (Help): a scan or a flood, not logged.
 var tlsHandshakeErrors = promauto.With(metrics.Registry).NewCounter(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
 	Help: "TLS handshakes on the webhook port that failed, took longer than 1 s once they had a place, or found no place in time.",
