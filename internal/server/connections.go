@@ -16,17 +16,11 @@ import (
 
 // The bounds on connections, a port each, so that no flood of one starves
 // another (the kubelet's probes above all). With 64 descriptors for the
-// process's own, they fit a limit of 1,024: 512 + 64 + 2 × 192 = 960.
+// process's own, they fit a limit of 1,024: 512 + 2 × 192 = 896.
 const (
 	// MaxConns bounds the webhook port's open connections, shared among
 	// client addresses (givesWay): the API servers keep a few each.
 	MaxConns = 512
-
-	// MaxWaitingConns bounds the connections waiting, unread, for a place
-	// when none gives way: a lone address's burst is served as places
-	// free, the rest left in the kernel's backlog (full); with another
-	// address among the holders, a full queue resets its oldest.
-	MaxWaitingConns = 64
 
 	// MaxProbeConns bounds the open connections of the probe and metrics
 	// ports, each; beyond, the kernel's listen backlog holds them.
@@ -47,17 +41,15 @@ func listen(address string, maxConns int) (net.Listener, error) {
 // server's never waits in the kernel's backlog behind a flood (but when
 // full), keeps at most max, with what each does (track), makes their TLS
 // handshakes (handshake) and hands net/http those done. Beyond max a newcomer takes
-// the place of the connection that gives way (givesWay), or waits, unread,
-// in a queue of maxWaiting for the next place that frees.
+// the place of the connection that gives way (givesWay), or is reset.
 type fairListener struct {
 	net.Listener
-	max, maxWaiting int
+	max int
 
 	mu   sync.Mutex
 	open shares[*fairConn]
-	// waiting hold no place and have not been read, oldest first; room wakes the accept loop.
-	waiting []*fairConn
-	room    sync.Cond
+	// room wakes the accept loop when full may have changed.
+	room sync.Cond
 	// unanswered counts the connections served that have sent no request.
 	unanswered int
 	closed     chan struct{}
@@ -89,8 +81,8 @@ func listenTLS(address string, config *tls.Config) (*fairListener, error) {
 
 // newFairListener returns a listener on inner with the package's bounds.
 func newFairListener(inner net.Listener, config *tls.Config) *fairListener {
-	l := &fairListener{Listener: inner, max: MaxConns, maxWaiting: MaxWaitingConns, closed: make(chan struct{}),
-		config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns + MaxWaitingConns},
+	l := &fairListener{Listener: inner, max: MaxConns, closed: make(chan struct{}),
+		config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns},
 		slow: SlowHandshake, timeout: HandshakeTimeout, done: make(chan net.Conn)}
 	l.startHandshake = func(c *fairConn) { go l.handshake(c) }
 	l.room.L = &l.mu
@@ -107,8 +99,10 @@ func (l *fairListener) acceptInner() {
 	backoff := time.Duration(0)
 	for {
 		l.mu.Lock()
-		for l.full() {
+		own := l.own()
+		for l.full(own) {
 			l.room.Wait()
+			own = l.own()
 		}
 		l.mu.Unlock()
 		conn, err := l.Listener.Accept()
@@ -129,15 +123,31 @@ func (l *fairListener) acceptInner() {
 		if hasUnreadBytes(conn) {
 			c.state = connHandshake
 		}
-		l.arrive(c)
+		l.arrive(c, own)
 	}
 }
 
-// full says whether one address holds every place and the queue (until
-// Close empties it): the next connection, likely its, could only reset one
-// of its waiting, so the kernel's backlog keeps it, in order, instead.
-func (l *fairListener) full() bool {
-	return l.open.total >= l.max && len(l.waiting) >= max(l.maxWaiting, 1) && len(l.open.byAddress) == 1
+// full says whether one address holds every place and none of them would
+// give way to another of its, by own: the next connection, likely its,
+// would be reset, so the kernel's backlog keeps it, in order, until one would.
+func (l *fairListener) full(own connState) bool {
+	select {
+	case <-l.closed:
+		return false
+	default:
+	}
+	return l.open.total >= l.max && len(l.open.byAddress) == 1 && l.givesWay(l.open.heaviest(), own) == nil
+}
+
+// own is what may give way to a newcomer among its own address's
+// connections: one served with no request too once no handshake waits for
+// a place, so that the newcomer's handshake can start at once. The accept
+// loop decides it before the accept, and the newcomer is placed by it.
+func (l *fairListener) own() connState {
+	if l.handshakes.crowded() {
+		return connSilent
+	}
+	return connNew
 }
 
 // Accept returns the next connection whose handshake is done; once closed,
@@ -150,10 +160,10 @@ func (l *fairListener) Accept() (net.Conn, error) {
 	return conn, nil
 }
 
-// arrive gives c a place, the place of the connection that gives way if
-// need be, or queues it. After Close it resets c, as the kernel resets the
-// connections still in its backlog.
-func (l *fairListener) arrive(c *fairConn) {
+// arrive gives c a place, the place of the connection that gives way (by
+// own) if need be, and starts its handshake; it resets c when none gives
+// way, and after Close, as the kernel resets the connections in its backlog.
+func (l *fairListener) arrive(c *fairConn, own connState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
@@ -162,24 +172,19 @@ func (l *fairListener) arrive(c *fairConn) {
 		return
 	default:
 	}
-	if !l.place(c, connSilent) {
-		l.wait(c)
-	}
-}
-
-// place gives c a place, if need be another's (givesWay), and says whether it did.
-func (l *fairListener) place(c *fairConn, own connState) bool {
 	if l.open.total >= l.max {
 		victim := l.givesWay(c.address, own)
 		if victim == nil {
-			return false
+			c.reset()
+			return
 		}
 		l.open.remove(victim.address, victim)
 		l.setState(victim, connClosed)
-		victim.reset() // its own Close then finds it gone, and frees no place for the waiting
+		victim.reset()
 	}
-	l.admit(c)
-	return true
+	l.open.add(c.address, c)
+	l.inFlight.Add(1)
+	l.startHandshake(c)
 }
 
 // givesWay is the port's one rule, the gate's too: when every place is
@@ -191,7 +196,7 @@ func (l *fairListener) place(c *fairConn, own connState) bool {
 // only then its oldest, if it would still hold more. To its own, nothing
 // beyond own, never one idle, which its client may be sending on. One
 // served whose client has sent bytes not read yet (a peek) carries a
-// request, and stays. nil: nobody gives way, and the newcomer waits.
+// request, and stays. nil: nobody gives way, and the newcomer is reset.
 func (l *fairListener) givesWay(newcomer string, own connState) *fairConn {
 	heaviest := l.open.heaviest()
 	held := l.open.byAddress[heaviest]
@@ -212,63 +217,28 @@ func (l *fairListener) givesWay(newcomer string, own connState) *fairConn {
 	return victim
 }
 
-// admitWaiting gives the oldest waiting a place, once no handshake waits
-// for one: a lone address's connections then go through the handshakes in
-// order, its served ones with no request making room.
-func (l *fairListener) admitWaiting() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.waiting) > 0 && !l.handshakes.crowded() && l.place(l.waiting[0], connNew) {
-		l.waiting = slices.Delete(l.waiting, 0, 1)
-		l.room.Broadcast()
-	}
-}
-
-// wait puts c at the end of the queue, resetting the queue's oldest when it is full.
-func (l *fairListener) wait(c *fairConn) {
-	if l.maxWaiting == 0 {
-		c.reset()
-		return
-	}
-	if len(l.waiting) >= l.maxWaiting {
-		l.waiting[0].reset()
-		l.waiting = slices.Delete(l.waiting, 0, 1)
-	}
-	l.waiting = append(l.waiting, c)
-}
-
-// admit gives c a place and starts its handshake.
-func (l *fairListener) admit(c *fairConn) {
-	l.open.add(c.address, c)
-	l.inFlight.Add(1)
-	l.startHandshake(c)
-}
-
-// release gives c's place, if it still holds one, to the oldest connection waiting.
+// release frees c's place, if it still holds one.
 func (l *fairListener) release(c *fairConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.setState(c, connClosed)
+	l.open.remove(c.address, c)
+}
+
+// handshaken wakes the accept loop once a handshake has left the gate,
+// which may no longer be crowded (own).
+func (l *fairListener) handshaken() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.room.Broadcast()
-	if !l.open.remove(c.address, c) || len(l.waiting) == 0 {
-		return
-	}
-	next := l.waiting[0]
-	l.waiting = slices.Delete(l.waiting, 0, 1)
-	l.admit(next)
 }
 
 // Close stops accepting TCP connections. Those that hold a place still reach
 // Accept once their handshake is done: their client has sent its request,
-// or is sending it. Those waiting for a place are reset: none will free for
-// them before the shutdown.
+// or is sending it.
 func (l *fairListener) Close() error {
 	l.mu.Lock()
 	l.close.Do(func() { close(l.closed) })
-	for _, c := range l.waiting {
-		c.reset()
-	}
-	l.waiting = nil
 	l.room.Broadcast()
 	l.mu.Unlock()
 	return l.Listener.Close()
@@ -310,8 +280,10 @@ func (l *fairListener) track(conn net.Conn, state http.ConnState) {
 var fromHTTP = map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
 	http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}
 
-// setState records c's state, and counts the connections with no request yet.
+// setState records c's state, counts the connections with no request yet,
+// and wakes the accept loop: c may now give way (full).
 func (l *fairListener) setState(c *fairConn, state connState) {
+	l.room.Broadcast()
 	if c.state == connNew {
 		l.unanswered--
 	}

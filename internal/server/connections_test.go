@@ -73,56 +73,40 @@ type closeRecorder struct {
 func (c *closeRecorder) Close() error { c.closed = true; return nil }
 
 // TestFairListenerPlaces checks, step by step, which connections hold
-// places, wait, are handed to Accept and are closed, as others arrive and close.
+// places, are handed to Accept and are closed, as others arrive and close,
+// and whether the port would accept the next (full).
 func TestFairListenerPlaces(t *testing.T) {
 	type step struct {
 		arrives, closes string // a connection's name: its address's letter and its number
-		// handshaken frees a handshake place (admitWaiting).
-		handshaken bool
 		// doing is what the connection that arrives does from then on: "" is
 		// work (a request), else silent, handshake, new or idle.
 		doing    string
 		admitted []string
-		waiting  []string
 		closed   []string // every connection the listener has closed so far
+		// full: one address holds every place and none would give way to another of its.
+		full bool
 	}
 	tests := []struct {
-		name            string
-		max, maxWaiting int
+		name string
+		max  int
 		// crowded has a handshake wait for a place throughout.
 		crowded bool
 		steps   []step
 	}{
-		{"a lone address beyond the bound waits, then takes the next place that frees", 2, 2, false, []step{
+		{"a lone address beyond the bound is left in the backlog until a place frees", 2, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
-			{arrives: "a2", admitted: []string{"a2"}},
-			{arrives: "a3", waiting: []string{"a3"}},
-			{arrives: "a4", waiting: []string{"a3", "a4"}},
-			{closes: "a1", admitted: []string{"a3"}, waiting: []string{"a4"}},
-			{arrives: "a5", waiting: []string{"a4", "a5"}},
-			{closes: "a2", admitted: []string{"a4"}, waiting: []string{"a5"}},
+			{arrives: "a2", admitted: []string{"a2"}, full: true},
+			{closes: "a1"},
+			{arrives: "a3", admitted: []string{"a3"}, full: true},
 		}},
-		{"a full queue closes its oldest", 1, 2, false, []step{
+		{"another address takes the busiest's oldest place at once; 1 against 1, the newcomer is reset", 2, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
-			{arrives: "a2", waiting: []string{"a2"}},
-			{arrives: "a3", waiting: []string{"a2", "a3"}},
-			{arrives: "a4", waiting: []string{"a3", "a4"}, closed: []string{"a2"}},
-			{closes: "a1", admitted: []string{"a3"}, waiting: []string{"a4"}, closed: []string{"a2"}},
+			{arrives: "a2", admitted: []string{"a2"}, full: true},
+			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a1"}},
+			{closes: "a1", closed: []string{"a1"}}, // the reset one's own close frees no place
+			{arrives: "b2", closed: []string{"a1", "b2"}},
 		}},
-		{"another address takes the busiest's oldest place at once, before the busiest's waiting", 2, 2, false, []step{
-			{arrives: "a1", admitted: []string{"a1"}},
-			{arrives: "a2", admitted: []string{"a2"}},
-			{arrives: "a3", waiting: []string{"a3"}},
-			{arrives: "b1", admitted: []string{"b1"}, waiting: []string{"a3"}, closed: []string{"a1"}},
-			{closes: "a1", waiting: []string{"a3"}, closed: []string{"a1"}},        // the reset one's own close frees no place
-			{arrives: "b2", waiting: []string{"a3", "b2"}, closed: []string{"a1"}}, // 1 against 1: no place to take
-			{closes: "a2", admitted: []string{"a3"}, waiting: []string{"b2"}, closed: []string{"a1"}},
-		}},
-		{"without a queue a newcomer finding no place is closed", 1, 0, false, []step{
-			{arrives: "a1", admitted: []string{"a1"}},
-			{arrives: "a2", closed: []string{"a2"}},
-		}},
-		{"the address holding the most loses what does no work first: no byte, no request, then idle", 4, 1, false, []step{
+		{"the address holding the most loses what does no work first: no byte, no request, then idle", 4, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "idle", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
@@ -130,53 +114,44 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a4"}},
 			{arrives: "b2", admitted: []string{"b2"}, closed: []string{"a3", "a4"}},
 			{arrives: "b3", admitted: []string{"b3"}, closed: []string{"a2", "a3", "a4"}},
-			{arrives: "b4", waiting: []string{"b4"}, closed: []string{"a2", "a3", "a4"}},
+			{arrives: "b4", closed: []string{"a2", "a3", "a4", "b4"}},
 		}},
-		{"no request yet: one served gives way before one whose handshake waits or is under way", 3, 1, false, []step{
+		{"no request yet: one served gives way before one whose handshake waits or is under way", 3, false, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
 			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a3"}},
 			{arrives: "b2", admitted: []string{"b2"}, closed: []string{"a2", "a3"}},
-			{arrives: "b3", waiting: []string{"b3"}, closed: []string{"a2", "a3"}},
+			{arrives: "b3", closed: []string{"a2", "a3", "b3"}},
 		}},
-		{"its own newcomer takes only one that has sent nothing", 4, 1, false, []step{
+		{"while a handshake waits for a place, its own newcomer takes only one that has sent nothing", 4, true, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
 			{arrives: "a4", doing: "silent", admitted: []string{"a4"}},
-			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a4"}},
-			{arrives: "a6", waiting: []string{"a6"}, closed: []string{"a4"}},
+			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a4"}, full: true},
+			{arrives: "a6", closed: []string{"a4", "a6"}, full: true},
 		}},
-		{"once a handshake place is free, the oldest waiting takes its own address's place with no request, not an idle one", 3, 2, false, []step{
+		{"with no handshake waiting, its own newcomer takes one served with no request, never one idle", 3, false, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
 			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
-			{arrives: "a4", doing: "new", waiting: []string{"a4"}},
-			{arrives: "a5", waiting: []string{"a4", "a5"}},
-			{handshaken: true, admitted: []string{"a4"}, waiting: []string{"a5"}, closed: []string{"a3"}},
-			{handshaken: true, admitted: []string{"a5"}, closed: []string{"a3", "a4"}},
-			{arrives: "a6", waiting: []string{"a6"}, closed: []string{"a3", "a4"}},
-			{handshaken: true, waiting: []string{"a6"}, closed: []string{"a3", "a4"}},
+			{arrives: "a4", doing: "new", admitted: []string{"a4"}, closed: []string{"a3"}},
+			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a3", "a4"}, full: true},
+			{arrives: "a6", closed: []string{"a3", "a4", "a6"}, full: true},
 		}},
-		{"while a handshake waits for a place, the waiting wait", 2, 1, true, []step{
-			{arrives: "a1", doing: "new", admitted: []string{"a1"}},
-			{arrives: "a2", doing: "new", admitted: []string{"a2"}},
-			{arrives: "a3", waiting: []string{"a3"}},
-			{handshaken: true, waiting: []string{"a3"}},
-		}},
-		{"a connection at work is not the victim while its address holds one doing nothing", 3, 1, false, []step{
+		{"a connection at work is not the victim while its address holds one doing nothing", 3, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
 			{arrives: "a2", admitted: []string{"a2"}},
-			{arrives: "a3", doing: "idle", admitted: []string{"a3"}},
+			{arrives: "a3", doing: "idle", admitted: []string{"a3"}, full: true},
 			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a3"}},
-			{arrives: "b2", waiting: []string{"b2"}, closed: []string{"a3"}},
+			{arrives: "b2", closed: []string{"a3", "b2"}},
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newFairListener(nil, nil)
-			l.max, l.maxWaiting = tt.max, tt.maxWaiting
+			l.max = tt.max
 			if tt.crowded {
 				l.handshakes = &gate{maxWaiting: 1}
 				l.handshakes.queue("10.0.0.h")
@@ -185,31 +160,25 @@ func TestFairListenerPlaces(t *testing.T) {
 			l.startHandshake = func(c *fairConn) { admitted = append(admitted, c) }
 			conns := map[string]*fairConn{}
 			recorders := map[string]*closeRecorder{}
-			names := func(cs []*fairConn) (got []string) {
-				for _, c := range cs {
-					for name, known := range conns {
-						if known == c {
-							got = append(got, name)
-						}
-					}
-				}
-				return got
-			}
 			for i, step := range tt.steps {
 				if step.arrives != "" {
 					recorders[step.arrives] = &closeRecorder{}
 					conns[step.arrives] = &fairConn{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
 						state: map[string]connState{"": connActive, "silent": connSilent, "handshake": connHandshake, "new": connNew, "idle": connIdle}[step.doing]}
-					l.arrive(conns[step.arrives])
+					l.arrive(conns[step.arrives], l.own())
 				}
 				if step.closes != "" {
 					l.release(conns[step.closes]) // as its Close does, which the test does not record
 				}
-				if step.handshaken {
-					l.admitWaiting()
-				}
 				got := step
-				got.admitted, got.waiting, got.closed = names(admitted), names(l.waiting), nil
+				got.admitted, got.closed, got.full = nil, nil, l.full(l.own())
+				for _, c := range admitted {
+					for name, known := range conns {
+						if known == c {
+							got.admitted = append(got.admitted, name)
+						}
+					}
+				}
 				for name, r := range recorders {
 					if r.closed {
 						got.closed = append(got.closed, name)
@@ -220,69 +189,12 @@ func TestFairListenerPlaces(t *testing.T) {
 				if diff := cmp.Diff(step, got, cmp.AllowUnexported(step), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("step %d (-want +got):\n%s", i, diff)
 				}
-				if l.open.total > tt.max || len(l.waiting) > tt.maxWaiting {
-					t.Errorf("step %d: %d open and %d waiting, beyond %d and %d", i, l.open.total, len(l.waiting), tt.max, tt.maxWaiting)
+				if l.open.total > tt.max {
+					t.Errorf("step %d: %d open, beyond %d", i, l.open.total, tt.max)
 				}
 			}
 		})
 	}
-}
-
-// TestFairListenerWaitingUnread checks over TCP that a connection beyond
-// the bound from the only address is not closed but waits, unread, and is
-// returned by Accept with what its client sent once a place frees.
-func TestFairListenerWaitingUnread(t *testing.T) {
-	l := testListener(t, nil, 1, 1)
-	handOver(l)
-	go l.acceptInner()
-	t.Cleanup(func() { _ = l.Close() })
-	dial := func(data string) {
-		c, err := net.Dial("tcp", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		if _, err := c.Write([]byte(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dial("h")
-	first := acceptWorking(t, l)
-	dial("hello")
-	fair := l
-	deadline := time.Now().Add(10 * time.Second)
-	for waiting := 0; waiting == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the second connection never waited")
-		}
-		fair.mu.Lock()
-		waiting = len(fair.waiting)
-		fair.mu.Unlock()
-		runtime.Gosched()
-	}
-	_ = first.Close()
-	admitted, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = admitted.SetReadDeadline(time.Now().Add(10 * time.Second))
-	got := make([]byte, 5)
-	if _, err := io.ReadFull(admitted, got); err != nil || string(got) != "hello" {
-		t.Errorf("read %q, %v from the admitted connection; want what the waiting client sent, hello", got, err)
-	}
-}
-
-// acceptWorking returns l's next connection, taken as carrying a request.
-func acceptWorking(t *testing.T, l *fairListener) net.Conn {
-	t.Helper()
-	c, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.setState(c.(*fairConn), connActive)
-	return c
 }
 
 // TestConnectionStates checks the table of connections as net/http's
@@ -426,9 +338,9 @@ func TestHasUnreadBytes(t *testing.T) {
 // connection served with no request gives way, over TCP: of two from the
 // address holding every place, the one whose client has written, a request
 // net/http has not read yet, keeps its place; the one whose client has not
-// gives it to the connection waiting.
+// gives it to its address's newcomer.
 func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
-	l := testListener(t, nil, 2, 1)
+	l := testListener(t, nil, 2)
 	t.Cleanup(func() { _ = l.Close() })
 	l.startHandshake = func(*fairConn) {}
 	var served []*fairConn
@@ -451,25 +363,30 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 		served = append(served, c)
 	}
 	poll(t, "the request's bytes arrive", func() bool { return hasUnreadBytes(served[0].Conn) })
-	l.waiting = []*fairConn{{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}}
-	l.admitWaiting()
+	newcomer := &fairConn{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}
+	l.arrive(newcomer, connNew)
 	held := l.open.byAddress["127.0.0.1"]
-	if len(l.waiting) != 0 || !slices.Contains(held, served[0]) || slices.Contains(held, served[1]) {
-		t.Errorf("after a handshake place freed: %d waiting, the one with a request kept its place: %t, the silent one kept its place: %t; want 0, true, false",
-			len(l.waiting), slices.Contains(held, served[0]), slices.Contains(held, served[1]))
+	if !slices.Contains(held, newcomer) || !slices.Contains(held, served[0]) || slices.Contains(held, served[1]) {
+		t.Errorf("places held by the newcomer %t, the one with a request %t, the silent one %t; want true, true, false",
+			slices.Contains(held, newcomer), slices.Contains(held, served[0]), slices.Contains(held, served[1]))
 	}
 }
 
 // TestFullLeavesConnectionsInTheBacklog checks that once one address holds
-// every place and the queue is full, the listener accepts no more, where
-// the next would reset the oldest waiting, and accepts again once a place
-// frees.
+// every place and none would give way, the listener accepts no more, where
+// the next would be reset, and accepts again once a place frees.
 func TestFullLeavesConnectionsInTheBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		inner := &backlog{conns: make(chan net.Conn, 3), closed: make(chan struct{})}
+		inner := &backlog{conns: make(chan net.Conn, 2), closed: make(chan struct{})}
 		l := newFairListener(inner, nil)
-		l.max, l.maxWaiting = 1, 1
-		handOver(l)
+		l.max = 1
+		l.startHandshake = func(c *fairConn) { // it carries a request at once
+			c.state = connActive
+			go func() {
+				defer l.inFlight.Done()
+				l.done <- c
+			}()
+		}
 		go l.acceptInner()
 		var clients []net.Conn
 		arrive := func() {
@@ -479,25 +396,25 @@ func TestFullLeavesConnectionsInTheBacklog(t *testing.T) {
 			synctest.Wait()
 		}
 		arrive()
-		first := acceptWorking(t, l)
+		first, _ := l.Accept()
 		arrive()
-		arrive()
-		l.mu.Lock()
-		waiting, unaccepted := len(l.waiting), len(inner.conns)
-		l.mu.Unlock()
-		if waiting != 1 || unaccepted != 1 {
-			t.Errorf("with the place and the queue full: %d waiting, %d left in the backlog; want 1 and 1", waiting, unaccepted)
+		if unaccepted := len(inner.conns); unaccepted != 1 {
+			t.Errorf("with the place taken by a connection at work: %d left in the backlog; want 1", unaccepted)
 		}
 		_ = first.Close()
 		synctest.Wait()
 		if unaccepted := len(inner.conns); unaccepted != 0 {
 			t.Errorf("once the place freed: %d left in the backlog; want 0", unaccepted)
 		}
-		_ = l.Close()
-		for _, err := l.Accept(); err == nil; _, err = l.Accept() { // those handed over before the close
+		if _, err := l.Accept(); err != nil {
+			t.Fatal(err)
 		}
+		_ = l.Close()
 		for _, c := range clients {
 			_ = c.Close()
+		}
+		if c, err := l.Accept(); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept once closed = %v, %v; want net.ErrClosed", c, err)
 		}
 		synctest.Wait()
 	})

@@ -69,7 +69,7 @@ func (l *fairListener) handshake(c *fairConn) {
 	tlsConn := tls.Server(c, l.config)
 	err = tlsConn.HandshakeContext(context.Background())
 	l.handshakes.leave(ticket)
-	l.admitWaiting()
+	l.handshaken()
 	if err != nil {
 		fail()
 		return

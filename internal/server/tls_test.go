@@ -25,7 +25,7 @@ import (
 func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*fairListener, string, *tls.Config) {
 	t.Helper()
 	server, client := testTLS(t)
-	l := testListener(t, server, MaxConns, MaxWaitingConns)
+	l := testListener(t, server, MaxConns)
 	l.handshakes, l.slow, l.timeout = &gate{max: maxHandshakes, maxWaiting: 64}, slow, 30*time.Second
 	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })
@@ -62,16 +62,16 @@ func testTLS(t *testing.T) (server, client *tls.Config) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}}, &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"}
 }
 
-// testListener returns a listener on loopback with config, maxConns and
-// maxWaiting, for the test to change and start (acceptInner).
-func testListener(t *testing.T, config *tls.Config, maxConns, maxWaiting int) *fairListener {
+// testListener returns a listener on loopback with config and maxConns,
+// for the test to change and start (acceptInner).
+func testListener(t *testing.T, config *tls.Config, maxConns int) *fairListener {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := newFairListener(inner, config)
-	l.max, l.maxWaiting = maxConns, maxWaiting
+	l.max = maxConns
 	return l
 }
 
