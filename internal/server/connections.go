@@ -15,15 +15,13 @@ import (
 )
 
 // The bounds on connections, a port each, so that no flood of one starves
-// another (the kubelet's probes above all). With 64 descriptors for the
-// process's own, they fit a limit of 1,024: 512 + 2 × 192 = 896.
+// another (the kubelet's probes above all); with the process's own
+// descriptors they fit a limit of 1,024.
 const (
-	// MaxConns bounds the webhook port's open connections, shared among
-	// client addresses (givesWay): the API servers keep a few each.
+	// MaxConns bounds the webhook port's open connections, shared among client addresses (givesWay).
 	MaxConns = 512
 
-	// MaxProbeConns bounds the open connections of the probe and metrics
-	// ports, each; beyond, the kernel's listen backlog holds them.
+	// MaxProbeConns bounds the open connections of the probe and metrics ports, each.
 	MaxProbeConns = 192
 )
 
@@ -37,30 +35,24 @@ func listen(address string, maxConns int) (net.Listener, error) {
 }
 
 // fairListener is the webhook port's one accept loop and its one table of
-// connections. It accepts every connection at once, so that the API
-// server's never waits in the kernel's backlog behind a flood (but when
-// full), keeps at most max, with what each does (track), makes their TLS
-// handshakes (handshake) and hands net/http those done. Beyond max a newcomer takes
-// the place of the connection that gives way (givesWay), or is reset.
+// connections, with what each does. It accepts every connection at once
+// (but when full), so that the API server's never waits in the kernel's
+// backlog behind a flood; beyond max a newcomer takes the place of the
+// connection that gives way (givesWay), or is reset. It makes their TLS
+// handshakes (handshake) and hands net/http those done.
 type fairListener struct {
 	net.Listener
 	max int
 
-	mu   sync.Mutex
-	open shares[*fairConn]
-	// room wakes the accept loop when full may have changed.
-	room sync.Cond
-	// unanswered counts the connections served that have sent no request.
-	unanswered int
-	closed     chan struct{}
-	close      sync.Once
+	mu     sync.Mutex
+	open   shares[*fairConn]
+	room   sync.Cond // wakes the accept loop when full may have changed
+	closed bool
 
-	// config, handshakes (MaxHandshakes), slow (SlowHandshake) and timeout
-	// (HandshakeTimeout) make the handshakes.
 	config        *tls.Config
 	handshakes    *gate
-	slow, timeout time.Duration
-	// startHandshake starts a handshake: go handshake, or the tests' own.
+	slow, timeout time.Duration // SlowHandshake, HandshakeTimeout
+	// startHandshake is go handshake, or the tests' own.
 	startHandshake func(*fairConn)
 	// inFlight counts the handshakes not done; done carries those done to
 	// Accept, and is closed once the TCP listener is and none is in flight.
@@ -81,8 +73,7 @@ func listenTLS(address string, config *tls.Config) (*fairListener, error) {
 
 // newFairListener returns a listener on inner with the package's bounds.
 func newFairListener(inner net.Listener, config *tls.Config) *fairListener {
-	l := &fairListener{Listener: inner, max: MaxConns, closed: make(chan struct{}),
-		config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns},
+	l := &fairListener{Listener: inner, max: MaxConns, config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns},
 		slow: SlowHandshake, timeout: HandshakeTimeout, done: make(chan net.Conn)}
 	l.startHandshake = func(c *fairConn) { go l.handshake(c) }
 	l.room.L = &l.mu
@@ -111,11 +102,7 @@ func (l *fairListener) acceptInner() {
 		}
 		if err != nil { // too many open files: this loop backs off alone
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			select {
-			case <-time.After(backoff):
-			case <-l.closed:
-				return
-			}
+			time.Sleep(backoff)
 			continue
 		}
 		backoff = 0
@@ -131,12 +118,7 @@ func (l *fairListener) acceptInner() {
 // give way to another of its, by own: the next connection, likely its,
 // would be reset, so the kernel's backlog keeps it, in order, until one would.
 func (l *fairListener) full(own connState) bool {
-	select {
-	case <-l.closed:
-		return false
-	default:
-	}
-	return l.open.total >= l.max && len(l.open.byAddress) == 1 && l.givesWay(l.open.heaviest(), own) == nil
+	return !l.closed && l.open.total >= l.max && len(l.open.byAddress) == 1 && l.givesWay(l.open.heaviest(), own) == nil
 }
 
 // own is what may give way to a newcomer among its own address's
@@ -166,11 +148,9 @@ func (l *fairListener) Accept() (net.Conn, error) {
 func (l *fairListener) arrive(c *fairConn, own connState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	select {
-	case <-l.closed:
+	if l.closed {
 		c.reset()
 		return
-	default:
 	}
 	if l.open.total >= l.max {
 		victim := l.givesWay(c.address, own)
@@ -238,7 +218,7 @@ func (l *fairListener) handshaken() {
 // or is sending it.
 func (l *fairListener) Close() error {
 	l.mu.Lock()
-	l.close.Do(func() { close(l.closed) })
+	l.closed = true
 	l.room.Broadcast()
 	l.mu.Unlock()
 	return l.Listener.Close()
@@ -280,16 +260,10 @@ func (l *fairListener) track(conn net.Conn, state http.ConnState) {
 var fromHTTP = map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
 	http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}
 
-// setState records c's state, counts the connections with no request yet,
-// and wakes the accept loop: c may now give way (full).
+// setState records c's state, and wakes the accept loop: c may now give way (full).
 func (l *fairListener) setState(c *fairConn, state connState) {
+	c.state = state
 	l.room.Broadcast()
-	if c.state == connNew {
-		l.unanswered--
-	}
-	if c.state = state; state == connNew {
-		l.unanswered++
-	}
 }
 
 // sentByte records that c has sent its first byte.
@@ -307,7 +281,12 @@ func (l *fairListener) waitForUnanswered(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.unanswered == 0, nil
+		for _, held := range l.open.byAddress {
+			if slices.ContainsFunc(held, func(c *fairConn) bool { return c.state == connNew }) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 }
 

@@ -198,12 +198,11 @@ func TestFairListenerPlaces(t *testing.T) {
 }
 
 // TestConnectionStates checks the table of connections as net/http's
-// ConnState feeds it: a connection whose handshake is done and that has
-// sent no request is counted unanswered, and no longer once it has; it is
-// idle once answered, and holds no place once closed.
+// ConnState feeds it: a connection is new once its handshake is done and
+// until it sends a request, idle once answered, and holds no place once closed.
 func TestConnectionStates(t *testing.T) {
 	tcp, _, client := serveTLS(t)
-	table := func() (unanswered int, states []connState) {
+	states := func() (states []connState) {
 		tcp.mu.Lock()
 		defer tcp.mu.Unlock()
 		for _, held := range tcp.open.byAddress {
@@ -211,29 +210,20 @@ func TestConnectionStates(t *testing.T) {
 				states = append(states, c.state)
 			}
 		}
-		return tcp.unanswered, states
+		return states
 	}
 	conn, err := tls.Dial("tcp", tcp.Addr().String(), client)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	poll(t, "the connection is served, with no request yet", func() bool {
-		unanswered, states := table()
-		return unanswered == 1 && slices.Equal(states, []connState{connNew})
-	})
+	poll(t, "the connection is served, with no request yet", func() bool { return slices.Equal(states(), []connState{connNew}) })
 	if err := request(conn); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the connection is idle, answered", func() bool {
-		unanswered, states := table()
-		return unanswered == 0 && slices.Equal(states, []connState{connIdle})
-	})
+	poll(t, "the connection is idle, answered", func() bool { return slices.Equal(states(), []connState{connIdle}) })
 	conn.Close()
-	poll(t, "the closed connection holds no place", func() bool {
-		unanswered, states := table()
-		return unanswered == 0 && len(states) == 0
-	})
+	poll(t, "the closed connection holds no place", func() bool { return len(states()) == 0 })
 }
 
 // backlog is a TCP listener's backlog: Accept returns its connections, in
