@@ -111,26 +111,21 @@ func (l *limiter) claim(b *body) bool {
 	return true
 }
 
-// arrived marks b read, whole or not, and says whether it was aborted.
-func (l *limiter) arrived(b *body) error {
+// arrived marks b read, whole or not, and reports whether it was aborted.
+func (l *limiter) arrived(b *body) (aborted bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b.aborted {
-		return errAborted
-	}
 	l.arriving = slices.DeleteFunc(l.arriving, func(a *body) bool { return a == b })
-	return nil
+	return b.aborted
 }
 
-// free gives b's length back to the budget.
+// free gives b's length back to the budget, once it has arrived.
 func (l *limiter) free(b *body) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b.aborted {
-		return // its bytes went to the body that aborted it
+	if !b.aborted { // an aborted body's bytes went to the body that aborted it
+		l.bytes -= b.length
 	}
-	l.arriving = slices.DeleteFunc(l.arriving, func(a *body) bool { return a == b })
-	l.bytes -= b.length
 }
 
 // limit wraps next: it serves only a POST whose Content-Length is within
@@ -162,7 +157,7 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		buf := make([]byte, b.length)
 		_, err := io.ReadFull(r.Body, buf)
 		switch {
-		case l.arrived(b) != nil:
+		case l.arrived(b):
 			refuse(w, http.StatusServiceUnavailable, errAborted)
 			return
 		case errors.Is(err, os.ErrDeadlineExceeded):
