@@ -67,15 +67,18 @@ var (
 type limiter struct {
 	deciding                      *gate
 	maxBytes, reserve, smallBytes int64
+	wait                          time.Duration // how long a large body waits for the budget
 
 	mu       sync.Mutex
-	bytes    int64   // the Content-Length of the bodies arriving or being answered
-	arriving []*body // the bodies still being read, oldest first
+	bytes    int64         // the Content-Length of the bodies arriving or being answered
+	arriving []*body       // the bodies still being read, oldest first
+	freed    chan struct{} // closed, and replaced, when bytes are given back
 }
 
 func newLimiter() *limiter {
 	return &limiter{deciding: &gate{max: MaxDeciding, maxWaiting: MaxInFlight - MaxDeciding},
-		maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes}
+		maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes, wait: ReadTimeout,
+		freed: make(chan struct{})}
 }
 
 // body is one request's body, from its length taken from the budget to its answer.
@@ -85,13 +88,35 @@ type body struct {
 	aborted bool
 }
 
-// claim takes b's length from the budget before its first byte is read, or
-// says the budget cannot hold it. A small body aborts the bodies still
-// arriving, oldest first: the API server sends a body at once, so those are
-// slow clients'. A large one may not use the reserve.
-func (l *limiter) claim(b *body) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// claim takes b's length from the budget before its first byte is read. A
+// small body aborts the bodies still arriving, oldest first: the API server
+// sends a body at once, so those are slow clients'. A large one waits for
+// the budget, unread, until its deadline.
+func (l *limiter) claim(b *body) error {
+	var deadline <-chan time.Time
+	for {
+		l.mu.Lock()
+		claimed, freed := l.claimLocked(b), l.freed
+		l.mu.Unlock()
+		switch {
+		case claimed:
+			return nil
+		case b.length <= l.smallBytes:
+			return errBusy
+		case deadline == nil:
+			timer := time.NewTimer(l.wait)
+			defer timer.Stop()
+			deadline = timer.C
+		}
+		select {
+		case <-freed:
+		case <-deadline:
+			return errTooSlow
+		}
+	}
+}
+
+func (l *limiter) claimLocked(b *body) bool {
 	small, budget := b.length <= l.smallBytes, l.maxBytes
 	if !small {
 		budget -= l.reserve
@@ -125,6 +150,8 @@ func (l *limiter) free(b *body) {
 	defer l.mu.Unlock()
 	if !b.aborted { // an aborted body's bytes went to the body that aborted it
 		l.bytes -= b.length
+		close(l.freed) // wakes the large bodies waiting for the budget
+		l.freed = make(chan struct{})
 	}
 }
 
@@ -149,8 +176,11 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		rc := http.NewResponseController(w)
 		// A read deadline in the past, which any goroutine may set, wakes the read below.
 		b := &body{length: r.ContentLength, abort: func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) }}
-		if !l.claim(b) {
-			refuse(w, http.StatusServiceUnavailable, errBusy)
+		if err := l.claim(b); errors.Is(err, errTooSlow) {
+			refuse(w, http.StatusRequestTimeout, err)
+			return
+		} else if err != nil {
+			refuse(w, http.StatusServiceUnavailable, err)
 			return
 		}
 		defer l.free(b)

@@ -244,9 +244,9 @@ func write(t *testing.T, w io.Writer, n int) {
 }
 
 // TestLimitSlowBodies fills the budget for body bytes with bodies that
-// arrive slowly, and checks that a large body the budget cannot hold is
-// refused at once, unread, and that a small body still gets through,
-// aborting the oldest slow body.
+// arrive slowly, and checks that a large body waits for the budget, unread,
+// that a small body still gets through, aborting the oldest slow body, and
+// that the bytes it frees go to the body that waits.
 func TestLimitSlowBodies(t *testing.T) {
 	l := newLimiter()
 	l.maxBytes, l.reserve, l.smallBytes = 64<<10, 16<<10, 8<<10
@@ -258,11 +258,9 @@ func TestLimitSlowBodies(t *testing.T) {
 	write(t, first, 20<<10)
 	waitUntil(t, l, "the first slow body holds its bytes of the budget", func(l *limiter) bool { return l.bytes == 40<<10 })
 
-	// A second large body is refused, unread: with the reserve, the budget is spent.
-	busy := answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}
-	if diff := cmp.Diff(busy, sendHeaders(t, srv.Listener.Addr().String(), 16<<10)); diff != "" {
-		t.Errorf("a large body the budget cannot hold (-want +got):\n%s", diff)
-	}
+	// A second large body waits for the budget, unread.
+	second, secondAnswer := trickle(t, srv.URL, 16<<10)
+	go func() { _, _ = second.Write(bytes.Repeat([]byte(" "), 16<<10)) }()
 	// Three small slow bodies fill the rest.
 	var small []*io.PipeWriter
 	for range 3 {
@@ -279,6 +277,10 @@ func TestLimitSlowBodies(t *testing.T) {
 	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errAborted.Error()}, <-firstAnswer); diff != "" {
 		t.Errorf("the oldest slow body (-want +got):\n%s", diff)
 	}
+	// The bytes the small body gave back go to the large body that waits.
+	if diff := cmp.Diff(answer{Status: 200, Body: strconv.Itoa(16 << 10)}, <-secondAnswer); diff != "" {
+		t.Errorf("the large body that waited (-want +got):\n%s", diff)
+	}
 	for _, w := range small {
 		w.CloseWithError(io.ErrUnexpectedEOF)
 	}
@@ -286,8 +288,9 @@ func TestLimitSlowBodies(t *testing.T) {
 }
 
 // TestLimitNoBudgetWhileAnswering fills the budget with a body being answered,
-// and checks that a body that finds none, large or small (with no body
-// arriving to abort), is refused at once.
+// and checks what a body that finds none gets: a large one waits and is
+// answered 408 once its deadline passes; a small one, with no body
+// arriving to abort, is refused at once.
 func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 	for _, tt := range []struct {
 		name                       string
@@ -295,12 +298,12 @@ func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 		maxBytes, reserve, smallAt int64
 		want                       answer
 	}{
-		{"a large body", 40 << 10, 16 << 10, 64 << 10, 16 << 10, 8 << 10, answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}},
+		{"a large body", 40 << 10, 16 << 10, 64 << 10, 16 << 10, 8 << 10, answer{Status: 408, Body: errTooSlow.Error()}},
 		{"a small body", 12 << 10, 8 << 10, 16 << 10, 0, 16 << 10, answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLimiter()
-			l.maxBytes, l.reserve, l.smallBytes = tt.maxBytes, tt.reserve, tt.smallAt
+			l.maxBytes, l.reserve, l.smallBytes, l.wait = tt.maxBytes, tt.reserve, tt.smallAt, 100*time.Millisecond
 			h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
 			srv := httptest.NewServer(l.limit(h))
 			t.Cleanup(srv.Close)
