@@ -32,25 +32,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
-// Config is the server's settings, one per flag of cmd/webhook.
+// Config is the server's settings, one per flag of cmd/webhook: BindFlags says what each does.
 type Config struct {
-	// CertDir holds tls.crt and tls.key; they are reloaded when they change.
-	CertDir string
-	// ClientCAName, when set, names a file in CertDir of the PEM CA certificates that must sign every client's; New reads it once.
-	ClientCAName string
-	// ClientCNName, with ClientCAName, is the common name the client certificate must carry; empty accepts any.
-	ClientCNName string
+	CertDir, ClientCAName, ClientCNName string
 	// Host and Port are where the webhook listens; an empty Host means every interface.
-	Host string
-	Port int
-	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
-	MetricsBindAddress string
-	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
-	HealthProbeBindAddress string
-	// EnableHTTP2 serves HTTP/2, which is off by default (CVE-2023-44487, Rapid Reset).
-	EnableHTTP2 bool
-	// ShutdownDrain is how long the webhook serves on, unready, once asked to stop.
-	ShutdownDrain time.Duration
+	Host                                       string
+	Port                                       int
+	MetricsBindAddress, HealthProbeBindAddress string
+	EnableHTTP2                                bool
+	ShutdownDrain                              time.Duration
 }
 
 // DefaultConfig returns the configuration the binary runs with when no flag is given.
