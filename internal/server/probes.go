@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log"
 	"log/slog"
 	"net/http"
 	"time"
@@ -27,8 +28,13 @@ func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
 		ReadTimeout:       ReadHeaderTimeout,
 		WriteTimeout:      ReadHeaderTimeout + 5*time.Second,
 		IdleTimeout:       IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(logr.ToSlogHandler(logger), slog.LevelInfo),
+		ErrorLog:          errorLog(logger),
 	}
+}
+
+// errorLog writes what an http.Server has to say (a failed accept, a panic) to logger.
+func errorLog(logger logr.Logger) *log.Logger {
+	return slog.NewLogLogger(logr.ToSlogHandler(logger), slog.LevelInfo)
 }
 
 // addProbes adds to mgr the servers of cfg's probe and metrics ports; /readyz asks ready.

@@ -14,14 +14,12 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -173,7 +171,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		// Requests keep their context through the drain: it ends with the server, not with ctx.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnState:   listener.track,
-		ErrorLog:    slog.NewLogLogger(logr.ToSlogHandler(log), slog.LevelInfo),
+		ErrorLog:    errorLog(log),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
