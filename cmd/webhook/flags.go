@@ -8,7 +8,30 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
+
+// bindServerFlags binds the flags of the server's Config, kubebuilder's names.
+func bindServerFlags(fs *flag.FlagSet, c *server.Config) {
+	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir,
+		"directory holding tls.crt and tls.key, reloaded when they change (default: the system temp dir's k8s-webhook-server/serving-certs)")
+	fs.StringVar(&c.ClientCAName, "client-ca-name", c.ClientCAName,
+		"name of a file in --cert-dir holding the PEM certificates of the CA that signed the API server's client certificate "+
+			"(its admission kubeconfig's); when set, a client without a certificate it signed is refused at the TLS handshake, "+
+			"and the file is read once, at start (default none: every client is served)")
+	fs.StringVar(&c.ClientCNName, "client-cn-name", c.ClientCNName,
+		"with --client-ca-name, the common name the client certificate must carry; empty accepts any certificate the CA signed")
+	fs.IntVar(&c.Port, "port", c.Port, "port the webhook serves HTTPS on")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress,
+		`address the Prometheus metrics are served on; "0" disables them`)
+	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress,
+		`address /healthz and /readyz are served on; "0" disables them`)
+	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2,
+		"serve HTTP/2 too; off by default because of the HTTP/2 Rapid Reset attack (CVE-2023-44487)")
+	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain,
+		"how long to keep serving, unready, after SIGTERM, while endpoints stop sending here; then requests in flight get "+
+			server.ShutdownTimeout.String()+" to finish. Keep both below the pod's terminationGracePeriodSeconds")
+}
 
 // bindDecisionFlags binds the flags that shape the decision. The server and
 // preview share them, so a preview decides as the server would.

@@ -47,7 +47,7 @@ func main() {
 
 	cfg, opts := server.DefaultConfig(), mutate.DefaultOptions()
 	fs := flag.NewFlagSet("webhook", flag.ExitOnError)
-	cfg.BindFlags(fs)
+	bindServerFlags(fs, &cfg)
 	bindDecisionFlags(fs, &opts)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

@@ -12,7 +12,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
-// Config is the server's settings, one per flag of cmd/webhook: BindFlags says what each does.
+// Config is the server's settings, one per flag of cmd/webhook, whose help says what each does.
 type Config struct {
 	CertDir, ClientCAName, ClientCNName string
 	// Host and Port are where the webhook listens; an empty Host means every interface.
@@ -50,28 +49,6 @@ func DefaultConfig() Config {
 		ShutdownDrain:          DefaultShutdownDrain,
 		ClientCNName:           DefaultClientCNName,
 	}
-}
-
-// BindFlags binds the server's flags, kubebuilder's names.
-func (c *Config) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir,
-		"directory holding tls.crt and tls.key, reloaded when they change (default: the system temp dir's k8s-webhook-server/serving-certs)")
-	fs.StringVar(&c.ClientCAName, "client-ca-name", c.ClientCAName,
-		"name of a file in --cert-dir holding the PEM certificates of the CA that signed the API server's client certificate "+
-			"(its admission kubeconfig's); when set, a client without a certificate it signed is refused at the TLS handshake, "+
-			"and the file is read once, at start (default none: every client is served)")
-	fs.StringVar(&c.ClientCNName, "client-cn-name", c.ClientCNName,
-		"with --client-ca-name, the common name the client certificate must carry; empty accepts any certificate the CA signed")
-	fs.IntVar(&c.Port, "port", c.Port, "port the webhook serves HTTPS on")
-	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress,
-		`address the Prometheus metrics are served on; "0" disables them`)
-	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress,
-		`address /healthz and /readyz are served on; "0" disables them`)
-	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2,
-		"serve HTTP/2 too; off by default because of the HTTP/2 Rapid Reset attack (CVE-2023-44487)")
-	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain,
-		"how long to keep serving, unready, after SIGTERM, while endpoints stop sending here; then requests in flight get "+
-			ShutdownTimeout.String()+" to finish. Keep both below the pod's terminationGracePeriodSeconds")
 }
 
 // New builds the manager that serves hook at path. Start it to serve; when

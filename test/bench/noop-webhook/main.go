@@ -1,7 +1,8 @@
 // Command noop-webhook is the reference `make bench` loads beside bin/webhook:
-// the same server, built by internal/server.New with the same flags, TLS
-// settings, probes and metrics, serving refhook's no-op. Only the handler
-// differs, and its binary links nothing of ours that decides.
+// the same server, built by internal/server.New with the same defaults, TLS
+// settings, probes and metrics, serving refhook's no-op; it takes the flags
+// make bench gives both. Only the handler differs, and its binary links
+// nothing of ours that decides.
 package main
 
 import (
@@ -18,7 +19,10 @@ import (
 func main() {
 	cfg := server.DefaultConfig()
 	cfg.ShutdownDrain = 0 // a benchmark's reference stops at once
-	cfg.BindFlags(flag.CommandLine)
+	flag.StringVar(&cfg.CertDir, "cert-dir", cfg.CertDir, "directory holding tls.crt and tls.key")
+	flag.IntVar(&cfg.Port, "port", cfg.Port, "port the webhook serves HTTPS on")
+	flag.StringVar(&cfg.MetricsBindAddress, "metrics-bind-address", cfg.MetricsBindAddress, "address of the metrics")
+	flag.StringVar(&cfg.HealthProbeBindAddress, "health-probe-bind-address", cfg.HealthProbeBindAddress, "address of the probes")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	// internal/admission.Path, which this binary does not link.
