@@ -60,16 +60,9 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		return nil, fmt.Errorf("--client-cn-name=%s without --client-ca-name: no client certificate is asked for, so no name would be checked",
 			cfg.ClientCNName)
 	}
-	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
-	if !cfg.EnableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
-	if cfg.ClientCAName != "" && cfg.ClientCNName != "" {
-		tlsOpts = append(tlsOpts, requireCommonName(cfg.ClientCNName, ctrl.Log.WithName("webhook")))
-	}
 	webhookServer := &boundedServer{
 		DefaultServer: &webhook.DefaultServer{Options: webhook.Options{
-			Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir, ClientCAName: cfg.ClientCAName, TLSOpts: tlsOpts,
+			Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir, ClientCAName: cfg.ClientCAName,
 		}},
 		config: cfg, limiter: newLimiter(), drainDone: time.After,
 	}
@@ -88,7 +81,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
 	mgr.GetWebhookServer().Register(path, hook)
 	// After Register, which gives the Options their defaults.
-	if webhookServer.tls, webhookServer.certs, err = serverTLS(webhookServer.Options); err != nil {
+	if webhookServer.tls, webhookServer.certs, err = serverTLS(cfg, webhookServer.Options, ctrl.Log.WithName("webhook")); err != nil {
 		return nil, err
 	}
 
@@ -104,7 +97,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 type boundedServer struct {
 	*webhook.DefaultServer
 	config Config
-	// tls is what serverTLS built, and certs its certificate's watcher, if any.
+	// tls is what serverTLS built, and certs its certificate's watcher.
 	tls     *tls.Config
 	certs   *certwatcher.CertWatcher
 	limiter *limiter

@@ -97,57 +97,56 @@ func helloTooLarge(headers []byte) bool {
 // default once --client-ca-name is set, as Gatekeeper's flag of that name.
 const DefaultClientCNName = "kube-apiserver"
 
-// serverTLS builds the TLS configuration from o as controller-runtime's
-// DefaultServer.Start does (HTTP/2 offered, then o.TLSOpts; the certificate
-// in o.CertDir, reloaded by the watcher it returns, unless an option gave
-// one; the client CA bundle o.ClientCAName), whose tls.Listen has none of
-// the bounds. Every file is read here, so that a broken one fails New, and
-// only here: a new client CA needs a restart.
-func serverTLS(o webhook.Options) (cfg *tls.Config, watcher *certwatcher.CertWatcher, err error) {
-	cfg = &tls.Config{NextProtos: []string{"h2"}}
-	for _, opt := range o.TLSOpts {
-		opt(cfg)
+// serverTLS builds the webhook port's TLS configuration from cfg and from o,
+// the webhook Options with their defaults (CertName, KeyName): what
+// controller-runtime's DefaultServer.Start builds from the same settings,
+// without the bounds its tls.Listen lacks. Every file is read here, so that
+// a broken one fails New, and only here: a new client CA needs a restart;
+// the certificate is reloaded by the watcher it returns.
+func serverTLS(cfg Config, o webhook.Options, log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
+	watcher, err := certwatcher.New(filepath.Join(o.CertDir, o.CertName), filepath.Join(o.CertDir, o.KeyName))
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the serving certificate from %s: %w", o.CertDir, err)
 	}
-	if cfg.GetCertificate == nil {
-		if watcher, err = certwatcher.New(filepath.Join(o.CertDir, o.CertName), filepath.Join(o.CertDir, o.KeyName)); err != nil {
-			return nil, nil, fmt.Errorf("loading the serving certificate from %s: %w", o.CertDir, err)
-		}
-		cfg.GetCertificate = watcher.GetCertificate
+	c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}, GetCertificate: watcher.GetCertificate}
+	if cfg.EnableHTTP2 {
+		c.NextProtos = []string{"h2"}
 	}
 	if o.ClientCAName == "" {
-		return cfg, watcher, nil
+		return c, watcher, nil
 	}
 	path := filepath.Join(o.CertDir, o.ClientCAName)
 	bundle, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the client CA bundle (--client-ca-name): %w", err)
 	}
-	cfg.ClientCAs, cfg.ClientAuth = x509.NewCertPool(), tls.RequireAndVerifyClientCert
-	if !cfg.ClientCAs.AppendCertsFromPEM(bundle) {
+	c.ClientCAs, c.ClientAuth = x509.NewCertPool(), tls.RequireAndVerifyClientCert
+	if !c.ClientCAs.AppendCertsFromPEM(bundle) {
 		return nil, nil, fmt.Errorf("the client CA bundle %s (--client-ca-name) holds no PEM certificate", path)
 	}
-	return cfg, watcher, nil
+	if cfg.ClientCNName != "" {
+		c.VerifyConnection = requireCommonName(cfg.ClientCNName, log)
+	}
+	return c, watcher, nil
 }
 
 // errNoClientCertificate fails the common name check closed, should a connection without a certificate reach it.
 var errNoClientCertificate = errors.New("no client certificate")
 
-// requireCommonName is a TLS option that refuses a client certificate,
-// verified by the CA, whose common name is not name: the cluster's CA
-// signs every kubelet's and user's too. The refusal is logged, for only
-// the CA's certificates get this far: a misissued one, not a scan.
-func requireCommonName(name string, log logr.Logger) func(*tls.Config) {
-	return func(c *tls.Config) {
-		c.VerifyConnection = func(state tls.ConnectionState) error {
-			if len(state.PeerCertificates) == 0 {
-				return errNoClientCertificate
-			}
-			if got := state.PeerCertificates[0].Subject.CommonName; got != name {
-				log.Info("refused a client certificate the client CA signed: its common name is not --client-cn-name",
-					"commonName", got, "want", name, "serial", state.PeerCertificates[0].SerialNumber.String())
-				return fmt.Errorf("the client certificate's common name is %q, not %q", got, name)
-			}
-			return nil
+// requireCommonName refuses a client certificate, verified by the CA, whose
+// common name is not name: the cluster's CA signs every kubelet's and
+// user's too. The refusal is logged, for only the CA's certificates get
+// this far: a misissued one, not a scan.
+func requireCommonName(name string, log logr.Logger) func(tls.ConnectionState) error {
+	return func(state tls.ConnectionState) error {
+		if len(state.PeerCertificates) == 0 {
+			return errNoClientCertificate
 		}
+		if got := state.PeerCertificates[0].Subject.CommonName; got != name {
+			log.Info("refused a client certificate the client CA signed: its common name is not --client-cn-name",
+				"commonName", got, "want", name, "serial", state.PeerCertificates[0].SerialNumber.String())
+			return fmt.Errorf("the client certificate's common name is %q, not %q", got, name)
+		}
+		return nil
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -140,11 +141,10 @@ func waitForHandshakes(t *testing.T, l *fairListener, n int) {
 	}
 }
 
-// TestServerTLSHonoursTheOptions checks that the TLS configuration is built
-// from every field of webhook.Options that DefaultServer.Start reads: the
-// TLS options in order, the certificate and key names, a certificate a TLS
-// option gives instead of the files, and the client CA bundle.
-func TestServerTLSHonoursTheOptions(t *testing.T) {
+// TestServerTLS checks the TLS configuration built from the Config and the
+// webhook Options: the certificate and key names, HTTP/2 only when asked
+// for, TLS 1.2 at least, and with a client CA bundle the common name check.
+func TestServerTLS(t *testing.T) {
 	ca, err := fixtures.NewAuthority()
 	if err != nil {
 		t.Fatal(err)
@@ -159,46 +159,38 @@ func TestServerTLSHonoursTheOptions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	given, err := issued.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem"}
+	withCA := files
+	withCA.ClientCAName = "clients.pem"
 
 	for _, tc := range []struct {
-		name    string
-		options webhook.Options
-		// watched: the certificate comes from the files, through a watcher.
-		watched    bool
+		name       string
+		config     Config
+		options    webhook.Options
 		nextProtos []string
-		minVersion uint16
 		clientAuth tls.ClientAuthType
+		// checksName: a client certificate's common name is checked.
+		checksName bool
 	}{
-		{name: "the files CertName and KeyName name", watched: true, nextProtos: []string{"h2"},
-			options: webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem"}},
-		{name: "TLS options after DefaultServer's, in order", watched: true, nextProtos: []string{"http/1.1"}, minVersion: tls.VersionTLS13,
-			options: webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem", TLSOpts: []func(*tls.Config){
-				func(c *tls.Config) { c.NextProtos = append(c.NextProtos, "http/1.1") },
-				func(c *tls.Config) { c.NextProtos, c.MinVersion = c.NextProtos[1:], tls.VersionTLS13 },
-			}}},
-		{name: "a certificate a TLS option gives: no file is read", nextProtos: []string{"h2"},
-			options: webhook.Options{CertDir: filepath.Join(dir, "none"), TLSOpts: []func(*tls.Config){
-				func(c *tls.Config) {
-					c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &given, nil }
-				},
-			}}},
-		{name: "a client CA bundle", watched: true, nextProtos: []string{"h2"}, clientAuth: tls.RequireAndVerifyClientCert,
-			options: webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem", ClientCAName: "clients.pem"}},
+		{name: "the files CertName and KeyName name, HTTP/1.1", options: files, nextProtos: []string{"http/1.1"}},
+		{name: "HTTP/2 when asked for", config: Config{EnableHTTP2: true}, options: files, nextProtos: []string{"h2"}},
+		{name: "a client CA bundle and a common name", config: Config{ClientCNName: "kube-apiserver"}, options: withCA,
+			nextProtos: []string{"http/1.1"}, clientAuth: tls.RequireAndVerifyClientCert, checksName: true},
+		{name: "a client CA bundle, any common name", options: withCA,
+			nextProtos: []string{"http/1.1"}, clientAuth: tls.RequireAndVerifyClientCert},
+		{name: "no client CA: no common name is checked", config: Config{ClientCNName: "kube-apiserver"}, options: files,
+			nextProtos: []string{"http/1.1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, watcher, err := serverTLS(tc.options)
+			cfg, watcher, err := serverTLS(tc.config, tc.options, logr.Discard())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := watcher != nil; got != tc.watched {
-				t.Errorf("a certificate watcher: %t, want %t", got, tc.watched)
+			if watcher == nil {
+				t.Errorf("no certificate watcher")
 			}
-			if strings.Join(cfg.NextProtos, ",") != strings.Join(tc.nextProtos, ",") || cfg.MinVersion != tc.minVersion {
-				t.Errorf("NextProtos %q, MinVersion %x; want %q, %x", cfg.NextProtos, cfg.MinVersion, tc.nextProtos, tc.minVersion)
+			if strings.Join(cfg.NextProtos, ",") != strings.Join(tc.nextProtos, ",") || cfg.MinVersion != tls.VersionTLS12 {
+				t.Errorf("NextProtos %q, MinVersion %x; want %q, TLS 1.2", cfg.NextProtos, cfg.MinVersion, tc.nextProtos)
 			}
 			served, err := cfg.GetCertificate(&tls.ClientHelloInfo{})
 			if err != nil {
@@ -213,6 +205,9 @@ func TestServerTLSHonoursTheOptions(t *testing.T) {
 			if tc.clientAuth != tls.NoClientCert && (cfg.ClientCAs == nil || !cfg.ClientCAs.Equal(ca.Pool())) {
 				t.Errorf("ClientCAs do not hold the bundle's CA alone")
 			}
+			if got := cfg.VerifyConnection != nil; got != tc.checksName {
+				t.Errorf("checks the common name: %t, want %t", got, tc.checksName)
+			}
 		})
 	}
 }
@@ -226,8 +221,7 @@ func TestRequireCommonName(t *testing.T) {
 	}
 	var logged []string
 	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
-	cfg := &tls.Config{}
-	requireCommonName("kube-apiserver", log)(cfg)
+	verify := requireCommonName("kube-apiserver", log)
 	for _, tc := range []struct {
 		name      string
 		cn        string
@@ -251,7 +245,7 @@ func TestRequireCommonName(t *testing.T) {
 				}
 				state.PeerCertificates = []*x509.Certificate{cert.Cert}
 			}
-			err := cfg.VerifyConnection(state)
+			err := verify(state)
 			switch {
 			case tc.wantError == "" && err != nil:
 				t.Errorf("refused: %v", err)
