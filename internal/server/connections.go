@@ -73,7 +73,7 @@ func listenTLS(address string, config *tls.Config) (*fairListener, error) {
 
 // newFairListener returns a listener on inner with the package's bounds.
 func newFairListener(inner net.Listener, config *tls.Config) *fairListener {
-	l := &fairListener{Listener: inner, max: MaxConns, config: config, handshakes: &gate{max: MaxHandshakes, maxWaiting: MaxConns},
+	l := &fairListener{Listener: inner, max: MaxConns, config: config, handshakes: &gate{max: MaxHandshakes},
 		slow: SlowHandshake, timeout: HandshakeTimeout, done: make(chan net.Conn)}
 	l.startHandshake = func(c *fairConn) { go l.handshake(c) }
 	l.room.L = &l.mu

@@ -153,7 +153,7 @@ func TestFairListenerPlaces(t *testing.T) {
 			l := newFairListener(nil, nil)
 			l.max = tt.max
 			if tt.crowded {
-				l.handshakes = &gate{maxWaiting: 1}
+				l.handshakes = &gate{}
 				l.handshakes.queue("10.0.0.h")
 			}
 			var admitted []*fairConn

@@ -172,7 +172,7 @@ func serveTLS(t *testing.T) (*fairListener, <-chan error, *tls.Config) {
 	t.Helper()
 	server, client := testTLS(t)
 	l := testListener(t, server, 4)
-	l.handshakes, l.slow, l.timeout = &gate{max: 4, maxWaiting: 4}, 30*time.Second, 30*time.Second
+	l.handshakes, l.slow, l.timeout = &gate{max: 4}, 30*time.Second, 30*time.Second
 	go l.acceptInner()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "answered")

@@ -6,19 +6,17 @@ import (
 	"time"
 )
 
-var (
-	errGateFull    = errors.New("too many waiting from this client address")
-	errGateTimeout = errors.New("no place came free in time")
-)
+var errGateTimeout = errors.New("no place came free in time")
 
 // gate lets at most max holders run at once, TLS handshakes or reviews
-// being decided, and up to maxWaiting more wait, by the port's one rule
-// (givesWay, docs/RELIABILITY.md): a freed place goes to the waiter whose
-// address runs the fewest, the oldest among equals; a full queue turns away
-// the oldest waiter of the address waiting the most. Nothing is preempted:
-// a holder's own deadline bounds it.
+// being decided, and the others wait, each until its deadline, by the
+// port's one rule (givesWay, docs/RELIABILITY.md): a freed place goes to
+// the waiter whose address runs the fewest, the oldest among equals. The
+// waiters are bounded by what they hold, a connection (MaxConns) and a
+// body (MaxBufferedBytes). Nothing is preempted: a holder's own deadline
+// bounds it.
 type gate struct {
-	max, maxWaiting int
+	max int
 
 	mu      sync.Mutex
 	running shares[*ticket]
@@ -31,12 +29,12 @@ type gate struct {
 type ticket struct {
 	address string
 	number  uint64
-	// let, of a ticket that waits, carries nil once it runs, or why it was turned away.
-	let chan error
+	// let, of a ticket that waits, is closed once it runs.
+	let chan struct{}
 }
 
 // enter waits until a place is free for address, and returns the ticket to
-// leave it with, or why it got none: the queue was full, or deadline passed.
+// leave it with, or errGateTimeout once deadline passed.
 func (g *gate) enter(address string, deadline time.Time) (*ticket, error) {
 	t := g.queue(address)
 	return t, g.wait(t, deadline)
@@ -52,24 +50,19 @@ func (g *gate) queue(address string) *ticket {
 		g.running.add(address, t)
 		return t
 	}
-	t.let = make(chan error, 1)
+	t.let = make(chan struct{})
 	g.waiting.add(address, t)
-	if g.waiting.total > g.maxWaiting {
-		oldest := g.waiting.byAddress[g.waiting.heaviest()][0]
-		g.waiting.remove(oldest.address, oldest)
-		oldest.let <- errGateFull
-	}
 	return t
 }
 
-// wait returns once t runs, or why it never will.
+// wait returns once t runs, or errGateTimeout once deadline passed.
 func (g *gate) wait(t *ticket, deadline time.Time) error {
 	if t.let == nil {
 		return nil
 	}
 	select {
-	case err := <-t.let:
-		return err
+	case <-t.let:
+		return nil
 	case <-time.After(time.Until(deadline)):
 	}
 	g.mu.Lock()
@@ -77,7 +70,7 @@ func (g *gate) wait(t *ticket, deadline time.Time) error {
 	if g.waiting.remove(t.address, t) {
 		return errGateTimeout
 	}
-	return <-t.let // let in, or turned away, as the deadline passed
+	return nil // let in as the deadline passed
 }
 
 // crowded says whether anyone waits for a place.
@@ -102,6 +95,6 @@ func (g *gate) leave(t *ticket) {
 		}
 		g.waiting.remove(next.address, next)
 		g.running.add(next.address, next)
-		next.let <- nil
+		close(next.let)
 	}
 }

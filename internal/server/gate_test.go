@@ -67,16 +67,6 @@ func TestGate(t *testing.T) {
 			{enter: "b", running: []int{0, 1}, waiting: []int{2}},
 		},
 	}, {
-		name: "a full queue turns away the oldest waiter of the address waiting the most",
-		steps: []gateStep{
-			{enter: "c", running: []int{0}},
-			{enter: "c", running: []int{0, 1}},
-			{enter: "a", running: []int{0, 1}, waiting: []int{2}},
-			{enter: "a", running: []int{0, 1}, waiting: []int{2, 3}},
-			{enter: "b", running: []int{0, 1}, waiting: []int{3, 4}, turnedAway: map[int]error{2: errGateFull}},
-			{enter: "b", running: []int{0, 1}, waiting: []int{3, 5}, turnedAway: map[int]error{2: errGateFull, 4: errGateFull}},
-		},
-	}, {
 		name: "a waiter is turned away at its deadline, and its place in the queue is another's",
 		steps: []gateStep{
 			{enter: "a", running: []int{0}},
@@ -91,7 +81,7 @@ func TestGate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := &gate{max: 2, maxWaiting: 2}
+				g := &gate{max: 2}
 				var tickets []*ticket
 				var mu sync.Mutex
 				turnedAway := map[int]error{}

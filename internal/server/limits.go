@@ -35,9 +35,6 @@ const (
 	// as controller-runtime's server does.
 	IdleTimeout = 90 * time.Second
 
-	// MaxInFlight caps the requests whose body has arrived, being decided or waiting to be.
-	MaxInFlight = 64
-
 	// MaxDeciding caps the requests being decided at once: twice the Deployment's cores.
 	MaxDeciding = 4
 
@@ -63,7 +60,7 @@ var (
 	errTooSlow = fmt.Errorf("the body did not arrive within %s", ReadTimeout)
 )
 
-// limiter holds what MaxInFlight, MaxDeciding and MaxBufferedBytes bound.
+// limiter holds what MaxDeciding and MaxBufferedBytes bound.
 type limiter struct {
 	deciding                      *gate
 	maxBytes, reserve, smallBytes int64
@@ -76,7 +73,7 @@ type limiter struct {
 }
 
 func newLimiter() *limiter {
-	return &limiter{deciding: &gate{max: MaxDeciding, maxWaiting: MaxInFlight - MaxDeciding},
+	return &limiter{deciding: &gate{max: MaxDeciding},
 		maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes, wait: ReadTimeout,
 		freed: make(chan struct{})}
 }

@@ -27,7 +27,7 @@ func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*
 	t.Helper()
 	server, client := testTLS(t)
 	l := testListener(t, server, MaxConns)
-	l.handshakes, l.slow, l.timeout = &gate{max: maxHandshakes, maxWaiting: 64}, slow, 30*time.Second
+	l.handshakes, l.slow, l.timeout = &gate{max: maxHandshakes}, slow, 30*time.Second
 	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })
 	// The server side of a handshake ends with the client's first read.

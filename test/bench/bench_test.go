@@ -301,9 +301,13 @@ var _ = Describe("The webhook over TLS", func() {
 // dir and logging to dir/NAME.log. Once it serves, it returns a function
 // that attacks it with vegeta's args, as the API server calls a webhook
 // (HTTP/1.1, keep-alive), with the review of refhook.Job, on at most
-// server.MaxInFlight connections: when the machine stalls the server, vegeta
-// opens one for each request it cannot send, past what the server holds from
-// one address, which it then answers 503 or resets (make soak's part, not this).
+// maxConnections: when the machine stalls the server, vegeta opens one for
+// each request it cannot send, past what the server holds from one address
+// (server.MaxConns), which it then resets (make soak's part, not this).
+// maxConnections bounds vegeta's connections to a server, well within what
+// the server holds from one address: the bench measures a review's cost.
+const maxConnections = 64
+
 func serve(dir, name string) func(args ...string) attack {
 	port, err := framework.FreePort("127.0.0.1")
 	Expect(err).NotTo(HaveOccurred())
@@ -328,7 +332,7 @@ func serve(dir, name string) func(args ...string) attack {
 	return func(args ...string) attack {
 		cpu, _ := processMetrics(Default, metrics)
 		vegeta(append([]string{"attack", "-format=json", "-targets=" + targets, "-root-certs=" + filepath.Join(dir, "ca.crt"),
-			"-http2=false", "-max-connections=" + strconv.Itoa(server.MaxInFlight), "-output=" + results}, args...)...)
+			"-http2=false", "-max-connections=" + strconv.Itoa(maxConnections), "-output=" + results}, args...)...)
 		var a attack
 		Expect(json.Unmarshal(vegeta("report", "-type=json", results), &a)).To(Succeed())
 		Expect(a.Errors).To(BeEmpty(), name)
