@@ -19,6 +19,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -98,8 +99,17 @@ func manyLabelsReview(n int) []byte {
 
 // partialHello opens -hello-conns connections that each send a ClientHello
 // declaring -hello-bytes, but for its last byte, and wait.
-func partialHello(ctx context.Context, w *webhook) string {
-	hello := partialClientHello(*helloBytes)
+func partialHello(ctx context.Context, w *webhook) string { return holdHellos(ctx, w, *helloBytes) }
+
+// slowHello is partialHello with a ClientHello of half what the webhook
+// reads (server.MaxClientHelloBytes): each connection takes a handshake
+// place and holds it until the webhook closes it (server.SlowHandshake).
+func slowHello(ctx context.Context, w *webhook) string {
+	return holdHellos(ctx, w, server.MaxClientHelloBytes/2)
+}
+
+func holdHellos(ctx context.Context, w *webhook, size int) string {
+	hello := partialClientHello(size)
 	sent, failed := repeat(ctx, *helloConns, func() error { return hold(ctx, w.address, hello, *helloRenew) })
 	return fmt.Sprintf("%d connections each sent a partial ClientHello of %d bytes: %d were closed or renewed and sent again, %d failed to connect",
 		*helloConns, len(hello), sent, failed)

@@ -12,12 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // The first soak's attack, which the classic scenario runs.
 var (
-	tricklers   = flag.Int("tricklers", 300, "classic: connections trickling a 3 MiB body")
+	tricklers   = flag.Int("tricklers", 300, "classic, small-trickle: connections trickling a body")
 	trickleRate = flag.Int("trickle-rate", 128<<10, "classic: bytes per second each trickling connection sends")
 	posters     = flag.Int("posters", 50, "classic: clients posting large reviews back to back")
 	bigBytes    = flag.Int("big-bytes", 3<<20-4<<10, "classic: size of the large reviews, just below the webhook's limit")
@@ -32,20 +33,7 @@ func classic(ctx context.Context, w *webhook) string {
 	var trickled, requests, posted, bigAllowed atomic.Int64
 	var rotations []string
 	var wg sync.WaitGroup
-	for range *tricklers { // each declares 3 MiB, sends it slowly, and starts again once answered
-		wg.Go(func() {
-			c := &http.Client{Transport: attackTransport(w, false, 0)}
-			for ctx.Err() == nil {
-				req := must(http.NewRequestWithContext(ctx, http.MethodPost, w.url, slowBody{ctx, &trickled}))
-				req.ContentLength = 3 << 20
-				req.Header.Set("Content-Type", "application/json")
-				if resp, err := c.Do(req); err == nil {
-					resp.Body.Close()
-				}
-				requests.Add(1)
-			}
-		})
-	}
+	wg.Go(func() { trickle(ctx, w, 3<<20, *trickleRate, &trickled, &requests) })
 	big := bigReview()
 	for range *posters {
 		wg.Go(func() {
@@ -120,9 +108,42 @@ func drain(w *webhook, legit []byte, want string) bool {
 	return w.exitErr == nil && len(wrong) == 0 && answered > 0 && unreadyAfter < closedAfter
 }
 
-// slowBody is a body that arrives at -trickle-rate until ctx ends.
+// smallTrickle runs -tricklers connections that each declare a small body,
+// a 32nd of the webhook's budget of body bytes (server.MaxBufferedBytes),
+// and send it at 8 KiB/s: 32 of them fill the budget to its last byte, so
+// that a review finds room only where the oldest of them is aborted.
+func smallTrickle(ctx context.Context, w *webhook) string {
+	var trickled, requests atomic.Int64
+	trickle(ctx, w, server.MaxBufferedBytes/32, 8<<10, &trickled, &requests)
+	return fmt.Sprintf("%d tricklers of %d bytes wrote %d MiB in %d requests",
+		*tricklers, server.MaxBufferedBytes/32, trickled.Load()>>20, requests.Load())
+}
+
+// trickle runs -tricklers connections that each declare a body of size,
+// send it at rate bytes a second, and start again once answered, until ctx ends.
+func trickle(ctx context.Context, w *webhook, size int64, rate int, sent, requests *atomic.Int64) {
+	var wg sync.WaitGroup
+	for range *tricklers {
+		wg.Go(func() {
+			c := &http.Client{Transport: attackTransport(w, false, 0)}
+			for ctx.Err() == nil {
+				req := must(http.NewRequestWithContext(ctx, http.MethodPost, w.url, slowBody{ctx, rate, sent}))
+				req.ContentLength = size
+				req.Header.Set("Content-Type", "application/json")
+				if resp, err := c.Do(req); err == nil {
+					resp.Body.Close()
+				}
+				requests.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// slowBody is a body that arrives at rate bytes a second until ctx ends.
 type slowBody struct {
 	ctx  context.Context
+	rate int
 	sent *atomic.Int64
 }
 
@@ -131,7 +152,7 @@ func (b slowBody) Read(p []byte) (int, error) {
 	if err := b.ctx.Err(); err != nil {
 		return 0, err
 	}
-	n := min(len(p), *trickleRate/8)
+	n := min(len(p), b.rate/8)
 	b.sent.Add(int64(n))
 	return n, nil
 }

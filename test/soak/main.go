@@ -56,7 +56,9 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{name: "classic", attack: classic, drain: true},
+	{name: "small-trickle", attack: smallTrickle},
 	{name: "partial-hello", attack: partialHello},
+	{name: "slow-hello", attack: slowHello},
 	{name: "silent-conns", attack: silentConns},
 	{name: "silent-half", attack: silentHalf},
 	{name: "many-containers", attack: manyContainers},
