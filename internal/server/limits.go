@@ -199,29 +199,13 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 			refuse(w, http.StatusServiceUnavailable, fmt.Errorf("%w: %w", errBusy, err))
 			return
 		}
+		// The answer is written holding the place: clients that never read
+		// answers of up to 4 MiB delay no review (make soak's slow-reader).
+		defer l.deciding.leave(ticket) // a panic, which net/http recovers, frees the place too
 		r.Body = io.NopCloser(bytes.NewReader(buf))
-		answer := &heldAnswer{ResponseWriter: w, status: http.StatusOK}
-		func() {
-			defer l.deciding.leave(ticket) // a panic, which net/http recovers, frees the place too
-			next.ServeHTTP(answer, r)
-		}()
-		w.WriteHeader(answer.status)
-		_, _ = w.Write(answer.body.Bytes())
+		next.ServeHTTP(w, r)
 	})
 }
-
-// heldAnswer holds a handler's answer until it returns, so that writing it
-// to a client slow to read holds no place among MaxDeciding. Its header is
-// the ResponseWriter's own.
-type heldAnswer struct {
-	http.ResponseWriter
-	status int
-	body   bytes.Buffer
-}
-
-func (a *heldAnswer) WriteHeader(status int) { a.status = status }
-
-func (a *heldAnswer) Write(p []byte) (int, error) { return a.body.Write(p) }
 
 // refuse answers a request the limiter will not pass on. Its body is not
 // read to its end, so the connection cannot carry another request.

