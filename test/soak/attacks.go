@@ -69,16 +69,11 @@ func attackTransport(w *webhook, keepAlive bool, idle int) *http.Transport {
 // and send nothing more, each opened again when closed: with the webhook's
 // -nofile 1,024, more than its ports' bounds hold.
 func idleConns(ctx context.Context, w *webhook) string {
-	dialer := &tls.Dialer{NetDialer: attacker, Config: w.attackTLS}
 	opened, failed := repeat(ctx, *idleN, func() error {
-		conn, err := dialer.DialContext(ctx, "tcp", w.address)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		defer context.AfterFunc(ctx, func() { conn.Close() })()
-		_, _ = io.Copy(io.Discard, conn)
-		return nil
+		return holdTLS(ctx, w, func(conn net.Conn) error {
+			_, _ = io.Copy(io.Discard, conn)
+			return nil
+		})
 	})
 	return fmt.Sprintf("%d idle TLS connections: %d were closed by the webhook and opened again, %d failed", *idleN, opened, failed)
 }
@@ -188,24 +183,31 @@ func slowReader(ctx context.Context, w *webhook) string {
 	req.Header.Set("Content-Type", "application/json")
 	var request bytes.Buffer
 	must(0, req.Write(&request))
-	dialer := &tls.Dialer{NetDialer: attacker, Config: w.attackTLS}
 	sent, failed := repeat(ctx, *readerConns, func() error {
-		conn, err := dialer.DialContext(ctx, "tcp", w.address)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		defer context.AfterFunc(ctx, func() { conn.Close() })()
-		if _, err := conn.Write(request.Bytes()); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(*readerRenew):
-		}
-		return nil
+		return holdTLS(ctx, w, func(conn net.Conn) error {
+			if _, err := conn.Write(request.Bytes()); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(*readerRenew):
+			}
+			return nil
+		})
 	})
 	return fmt.Sprintf("%d connections each posted a review of %d bytes and read nothing: %d renewed, %d failed", *readerConns, len(review), sent, failed)
+}
+
+// holdTLS opens a TLS connection to the webhook from the attacker's
+// address, does with it what with does, and closes it, at once when ctx ends.
+func holdTLS(ctx context.Context, w *webhook, with func(net.Conn) error) error {
+	conn, err := (&tls.Dialer{NetDialer: attacker, Config: w.attackTLS}).DialContext(ctx, "tcp", w.address)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	return with(conn)
 }
 
 // controlBytes posts a review whose mpi.flyte.org/worker-spec-command is
