@@ -72,6 +72,9 @@ func serve(h http.Handler, body []byte) *httptest.ResponseRecorder {
 }
 
 func BenchmarkAdmit(b *testing.B) {
+	// The global logger too, as cmd/webhook sets it: left unset, controller-runtime
+	// writes a warning into the benchmark's output after 30 s, in a result line.
+	logf.SetLogger(benchLog)
 	for _, c := range benchCases(b) {
 		for name, h := range benchPaths() {
 			b.Run("case="+c.name+"/path="+name, func(b *testing.B) {
