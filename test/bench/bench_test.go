@@ -297,6 +297,10 @@ var _ = Describe("The webhook over TLS", func() {
 	})
 })
 
+// maxConnections bounds vegeta's connections to a server, well within what
+// the server holds from one address: the bench measures a review's cost.
+const maxConnections = 64
+
 // serve starts bin/NAME, built by `make bench`, serving the certificate in
 // dir and logging to dir/NAME.log. Once it serves, it returns a function
 // that attacks it with vegeta's args, as the API server calls a webhook
@@ -304,10 +308,6 @@ var _ = Describe("The webhook over TLS", func() {
 // maxConnections: when the machine stalls the server, vegeta opens one for
 // each request it cannot send, past what the server holds from one address
 // (server.MaxConns), which it then resets (make soak's part, not this).
-// maxConnections bounds vegeta's connections to a server, well within what
-// the server holds from one address: the bench measures a review's cost.
-const maxConnections = 64
-
 func serve(dir, name string) func(args ...string) attack {
 	port, err := framework.FreePort("127.0.0.1")
 	Expect(err).NotTo(HaveOccurred())
