@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
@@ -46,8 +44,8 @@ func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 
 	var decision mutate.Decision
-	webhook := admission.NewHandler(opts, func(d mutate.Decision) { decision = d }).Webhook()
-	resp := previewCreate(webhook, object, gvk)
+	handler := admission.NewHandler(opts, func(d mutate.Decision) { decision = d })
+	resp := previewCreate(handler, object, gvk)
 	printDecision(stderr, decision, resp.Warnings)
 	if !resp.Allowed {
 		// As the API server answers the create: code, reason and message,
@@ -104,14 +102,14 @@ func readMPIJob(data []byte) ([]byte, schema.GroupVersionKind, error) {
 
 // previewCreate answers the object's creation as the server would: the
 // request the API server would send, through the server's own webhook.
-func previewCreate(webhook *ctrladmission.Webhook, object []byte, gvk schema.GroupVersionKind) admissionv1.AdmissionResponse {
-	return webhook.Handle(context.Background(), ctrladmission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+func previewCreate(handler *admission.Handler, object []byte, gvk schema.GroupVersionKind) admissionv1.AdmissionResponse {
+	return handler.Review(&admissionv1.AdmissionRequest{
 		UID:       "preview",
 		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 		Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: mutate.MPIJobResource},
 		Operation: admissionv1.Create,
 		Object:    runtime.RawExtension{Raw: object},
-	}}).AdmissionResponse
+	})
 }
 
 // printDecision prints the decision and every warning the response carries:

@@ -2,29 +2,25 @@
 // Kubernetes mutating admission webhook. cmd/webhook makes the Handler
 // (NewHandler) and gives it to internal/server (server.New), which serves it
 // at Path behind its bounds on what a client may send, the body read whole.
-// The walk of a review from there to the decision and back, each step
-// calling only the next, none a layer it left:
 //
-//  1. Handler.ServeHTTP decodes the AdmissionReview, an admission.k8s.io/v1
-//     review of an object, with its MPIJob in one pass (readReview, in
-//     review.go), and puts the job in the request's context;
-//  2. controller-runtime's admission.Webhook.Handle recovers a panic, puts
-//     a logger in the context, and calls the decider's Handle;
-//  3. the decider leaves every request that is no MPIJob creation
-//     unchanged, gives the job to mutate.Decide, counts and logs the
-//     decision, and answer turns it into the response: a JSON patch, or a
-//     denial; the Webhook completes it (its uid, its status);
-//  4. Handler.ServeHTTP writes it as the Webhook writes its own (writeReview).
+// A review goes down one path, each step calling only the next:
 //
-// A body that the one pass does not read (malformed, a review of another
-// version, a field of the wrong JSON type) goes whole to the Webhook
-// instead, which decodes it with the API machinery's codec, calls the
-// decider's Handle (which then decodes the object itself) and writes the
-// answer: such a body is answered as controller-runtime answers it.
+//  1. read: ServeHTTP takes the body once (readBody, in review.go);
+//  2. decode: decodeReview reads the AdmissionReview and its MPIJob in one
+//     pass; a body it cannot read, which no API server sends, is read by
+//     the API machinery's codec instead, only so as to answer it in the
+//     codec's words (decodeOther);
+//  3. decide: review gives the request to mutate.Decide (decide), counts
+//     and logs the decision, and recovers a panic;
+//  4. answer: answer turns the decision into the response, a JSON patch or
+//     a denial;
+//  5. write: writeReview writes it.
 //
-// The one pass exists for its cost: controller-runtime's codec reads the
-// body four times and the object is then decoded again, which doubles the
-// CPU of a review and halves the throughput over TLS (docs/PERFORMANCE.md).
+// Every answer is byte for byte what controller-runtime's admission.Webhook
+// answers around the same decision (TestAnswersAsWebhook holds them), and the one
+// pass is the webhook's for its cost: the Webhook's codec reads a body
+// four times and the object is then decoded again, which doubles the CPU
+// of a review and halves the throughput over TLS (docs/PERFORMANCE.md).
 package admission
 
 import (
@@ -39,8 +35,8 @@ import (
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
@@ -52,74 +48,75 @@ const Path = "/mutate-mpijob"
 // Handler answers AdmissionReviews of MPIJobs: it is the webhook's
 // http.Handler. NewHandler makes it.
 type Handler struct {
-	jobs *mutate.JobDecoder // the decider's
-	// webhook is controller-runtime's, whose Handler is the decider.
-	webhook *ctrladmission.Webhook
-	// log is the Webhook's own logger, for what writeReview logs.
-	log logr.Logger
+	opts    mutate.Options
+	jobs    *mutate.JobDecoder // of opts' FlyteTaskSelector
+	observe func(mutate.Decision)
+	log     logr.Logger
 }
 
 // NewHandler returns the handler the server runs: it decides with opts,
 // counts each decision in flyte_mpi_webhook_decisions_total, and gives it
 // to observe too, when observe is not nil.
 func NewHandler(opts mutate.Options, observe func(mutate.Decision)) *Handler {
-	jobs := mutate.NewJobDecoder(opts.FlyteTaskSelector)
-	h := &Handler{jobs: jobs, log: logf.Log.WithName("admission"),
-		webhook: &ctrladmission.Webhook{Handler: &decider{opts: opts, jobs: jobs, observe: observe}, LogConstructor: logConstructor}}
-	// StandaloneWebhook gives the Webhook the Handler's logger; with no
-	// MetricsPath it cannot fail.
-	_, _ = ctrladmission.StandaloneWebhook(h.webhook, ctrladmission.StandaloneOptions{Logger: h.log})
-	return h
+	return &Handler{opts: opts, jobs: mutate.NewJobDecoder(opts.FlyteTaskSelector), observe: observe,
+		log: logf.Log.WithName("admission")}
 }
 
-// Webhook is controller-runtime's admission.Webhook that the Handler
-// answers through: the preview gives it requests as the API server would.
-func (h *Handler) Webhook() *ctrladmission.Webhook { return h.webhook }
-
-// ServeHTTP answers an AdmissionReview; the package doc has its walk.
+// ServeHTTP answers an AdmissionReview: read, decode, decide, answer, write.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Content-Type") != "application/json" {
-		h.webhook.ServeHTTP(w, r) // refused before any decode
-		return
+	rv, refused := h.readReview(r)
+	if refused != nil {
+		h.log.Error(refused.err, refused.why)
+		rv = &review{answer: errored(refused.code, refused.err)} // in no review: the body was none
+	} else {
+		rv.answer = h.review(rv.request, rv.job, rv.jobErr)
 	}
-	rv, err := readReview(r, h.jobs)
-	if err != nil {
-		h.webhook.ServeHTTP(w, r) // the codec reads the same bytes, and the decider answers
-		return
-	}
-	req := ctrladmission.Request{AdmissionRequest: rv.request.AdmissionRequest}
-	if log := h.log; log.V(5).Enabled() {
-		logConstructor(log, &req).V(5).Info("received request") // as the Webhook logs a request it decoded
-	}
-	writeReview(w, h.webhook.Handle(context.WithValue(r.Context(), decodedJob{}, rv.job), req), h.log)
+	writeReview(w, rv, h.log)
 }
 
-// decodedJob is the context key of the job the one pass decoded.
-type decodedJob struct{}
-
-// decider decides on the requests the Webhook hands it.
-type decider struct {
-	opts    mutate.Options
-	jobs    *mutate.JobDecoder // of opts' FlyteTaskSelector
-	observe func(mutate.Decision)
+// Review answers req, an admission request already decoded, as ServeHTTP
+// answers the review that carries it.
+func (h *Handler) Review(req *admissionv1.AdmissionRequest) admissionv1.AdmissionResponse {
+	job, err := decodeObject(req, h.jobs)
+	return h.review(req, job, err)
 }
 
-// Handle decides on req and answers it.
-func (d *decider) Handle(ctx context.Context, req ctrladmission.Request) ctrladmission.Response {
-	job, _ := ctx.Value(decodedJob{}).(*mutate.Job) // nil for a request the Webhook decoded
-	decision := d.decide(&req.AdmissionRequest, job)
+// review answers req (respond), and answers a panic with a 500, as
+// controller-runtime's Webhook answers one, once the runtime's panic
+// handlers have logged it.
+func (h *Handler) review(req *admissionv1.AdmissionRequest, job *mutate.Job, jobErr error) (resp admissionv1.AdmissionResponse) {
+	defer func() {
+		if r := recover(); r != nil {
+			for _, handle := range utilruntime.PanicHandlers {
+				handle(logf.IntoContext(context.Background(), requestLog(h.log, req)), r)
+			}
+			resp = errored(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", r))
+			resp.UID = req.UID
+		}
+	}()
+	return h.respond(req, job, jobErr)
+}
+
+// respond decides on req, whose object is job, or could not be read
+// (jobErr), counts and logs the decision, and answers.
+func (h *Handler) respond(req *admissionv1.AdmissionRequest, job *mutate.Job, jobErr error) admissionv1.AdmissionResponse {
+	log := requestLog(h.log, req)
+	log.V(5).Info("received request")
+	decision := h.decide(req, job, jobErr)
 	countDecision(decision)
-	if d.observe != nil {
-		d.observe(decision)
+	if h.observe != nil {
+		h.observe(decision)
 	}
-	logDecision(logf.FromContext(ctx), decision, req.DryRun)
-	return answer(decision, &req.AdmissionRequest)
+	resp := answer(decision, req)
+	resp.UID = req.UID
+	logDecision(log, decision, req.DryRun)
+	return resp
 }
 
-// decide is mutate.Decide's decision on the job that req creates, with job
-// as its object when not nil; every other request, and any request for a
-// subresource, is allowed unchanged.
-func (d *decider) decide(req *admissionv1.AdmissionRequest, job *mutate.Job) mutate.Decision {
+// decide is mutate.Decide's decision on job, the object that req creates,
+// or on why it could not be read (jobErr); every other request, and any
+// request for a subresource, is allowed unchanged.
+func (h *Handler) decide(req *admissionv1.AdmissionRequest, job *mutate.Job, jobErr error) mutate.Decision {
 	switch {
 	case req.Kind.Group != mutate.MPIJobGroup || req.Kind.Kind != mutate.MPIJobKind || !slices.Contains(mutate.MPIJobVersions, req.Kind.Version):
 		return skipped // not an MPIJob of a version the patch fits
@@ -128,23 +125,20 @@ func (d *decider) decide(req *admissionv1.AdmissionRequest, job *mutate.Job) mut
 	case req.SubResource != "" || req.Resource.Resource != mutate.MPIJobResource:
 		return skipped // a status update or another resource of the same kind
 	}
-	if job == nil {
-		if len(req.Object.Raw) == 0 {
-			return malformed(errors.New("the AdmissionReview's request has no object to create"))
-		}
-		var err error
-		if job, err = d.jobs.Decode(req.Object.Raw); err != nil {
-			// A field Decide reads has the wrong JSON type: the API server's
-			// validation refuses the object itself, with a message that says where.
-			return mutate.Decision{Outcome: mutate.OutcomeUnchanged, Source: mutate.SourceNone, Container: -1, Warnings: []string{
-				"the MPIJob could not be read, so no worker command was injected: " + err.Error()}}
-		}
+	switch {
+	case jobErr != nil:
+		// A field Decide reads has the wrong JSON type: the API server's
+		// validation refuses the object itself, with a message that says where.
+		return mutate.Decision{Outcome: mutate.OutcomeUnchanged, Source: mutate.SourceNone, Container: -1, Warnings: []string{
+			"the MPIJob could not be read, so no worker command was injected: " + jobErr.Error()}}
+	case job == nil:
+		return malformed(errors.New("the AdmissionReview's request has no object to create"))
 	}
 	if want := req.Kind.Group + "/" + req.Kind.Version; job.APIVersion != want || job.Kind != req.Kind.Kind {
 		return malformed(fmt.Errorf("the object is apiVersion %s kind %s, but the request is for %s %s",
 			truncate.Quoted(job.APIVersion, truncate.MaxQuotedBytes), truncate.Quoted(job.Kind, truncate.MaxQuotedBytes), want, req.Kind.Kind))
 	}
-	return mutate.Decide(job, d.opts)
+	return mutate.Decide(job, h.opts)
 }
 
 // outcomeMalformed is the outcome of a request whose object cannot be
@@ -161,18 +155,18 @@ func malformed(err error) mutate.Decision {
 }
 
 // answer is the response to req that carries decision d.
-func answer(d mutate.Decision, req *admissionv1.AdmissionRequest) ctrladmission.Response {
-	resp := ctrladmission.Allowed("")
+func answer(d mutate.Decision, req *admissionv1.AdmissionRequest) admissionv1.AdmissionResponse {
+	resp := admissionv1.AdmissionResponse{Allowed: true, Result: &metav1.Status{Code: http.StatusOK}}
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
 		resp = invalid(d.Err, req)
 	case outcomeMalformed:
-		resp = ctrladmission.Errored(http.StatusBadRequest, d.Err)
+		resp = errored(http.StatusBadRequest, d.Err)
 		resp.Result.Reason = metav1.StatusReasonBadRequest
 	case mutate.OutcomeMutated:
 		patch, err := encodePatch(d)
 		if err != nil {
-			return ctrladmission.Errored(http.StatusInternalServerError, err)
+			return errored(http.StatusInternalServerError, err)
 		}
 		patchType := admissionv1.PatchTypeJSONPatch
 		resp.Patch, resp.PatchType = patch, &patchType
@@ -181,13 +175,19 @@ func answer(d mutate.Decision, req *admissionv1.AdmissionRequest) ctrladmission.
 	return resp
 }
 
+// errored refuses a request that could not be decided, with code and err's
+// message, as controller-runtime's admission.Errored does.
+func errored(code int32, err error) admissionv1.AdmissionResponse {
+	return admissionv1.AdmissionResponse{Result: &metav1.Status{Code: code, Message: err.Error()}}
+}
+
 // invalid refuses a job whose annotation is invalid as the API server
 // refuses an invalid object (apierrors.NewInvalid): 422 Invalid, the job,
 // and the annotation's path as the field, which kubectl prints.
 // flytepropeller fails a task whose create is refused so at once
 // (BadTaskFormat), where a 403 would be retried as a user error that every
 // retry meets again.
-func invalid(err error, req *admissionv1.AdmissionRequest) ctrladmission.Response {
+func invalid(err error, req *admissionv1.AdmissionRequest) admissionv1.AdmissionResponse {
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity,
 		Reason: metav1.StatusReasonInvalid, Message: err.Error()}
 	if annotationErr, ok := errors.AsType[*mutate.AnnotationError](err); ok {
@@ -195,7 +195,7 @@ func invalid(err error, req *admissionv1.AdmissionRequest) ctrladmission.Respons
 			Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: annotationErr.Field(),
 				Message: annotationErr.Detail()}}}
 	}
-	return ctrladmission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: status}}
+	return admissionv1.AdmissionResponse{Allowed: false, Result: status}
 }
 
 // encodePatch encodes d's JSON patch without HTML escaping: worker args of
@@ -220,12 +220,10 @@ func encodePatch(d mutate.Decision) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// logConstructor gives each request's logger the request's identity, as
-// admission.DefaultLogConstructor does, without the user's name.
-func logConstructor(base logr.Logger, req *ctrladmission.Request) logr.Logger {
-	if req == nil {
-		return base
-	}
+// requestLog is the logger of req: the request's identity, as
+// controller-runtime's admission.DefaultLogConstructor gives it, without
+// the user's name.
+func requestLog(base logr.Logger, req *admissionv1.AdmissionRequest) logr.Logger {
 	return base.WithValues("uid", req.UID, "namespace", req.Namespace, "name", req.Name, "kind", req.Kind)
 }
 

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +9,11 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
@@ -24,36 +26,87 @@ const (
 	reviewKind       = "AdmissionReview"
 )
 
-// maxWebhookBodyBytes is the most of a body that controller-runtime's
-// admission.Webhook reads (its maxRequestSize): it refuses a body that
-// reaches it, so readBody reads no more, and leaves such a body to the
-// Webhook. internal/server refuses bodies far smaller (server.MaxBodyBytes)
-// before they reach the handler.
-const maxWebhookBodyBytes = 7 << 20
+// maxBodyBytes bounds a body that readBody reads itself: controller-runtime's
+// (its maxRequestSize), so that a body the handler is given unread is met
+// as the Webhook meets it. internal/server hands it bodies read whole, of
+// server.MaxBodyBytes at most.
+const maxBodyBytes = 7 << 20
+
+// review is an AdmissionReview read for its decision: one allocation holds it.
+type review struct {
+	// typeMeta is the review's own, which the answer carries.
+	typeMeta metav1.TypeMeta
+	request  *admissionv1.AdmissionRequest
+	// job is the request's object; jobErr says why it could not be read.
+	// Both are nil for a request that carries none.
+	job    *mutate.Job
+	jobErr error
+	// wire and decoded are what the one pass decodes into: decoded is the
+	// request answered, whose Object is job's once decoded.
+	wire    reviewWire
+	decoded requestWire
+	// answer is the response written, in a review of typeMeta.
+	answer admissionv1.AdmissionResponse
+}
+
+// refusal is why a body cannot be decided on: the answer's code and
+// message (err), and what the log says of it (why).
+type refusal struct {
+	code int32
+	err  error
+	why  string
+}
+
+// readReview reads r's body once and decodes it: in one pass
+// (decodeReview), or, for a body that pass cannot read, with the codec
+// (decodeOther). It refuses a request as controller-runtime's
+// admission.Webhook does, in the same order.
+func (h *Handler) readReview(r *http.Request) (*review, *refusal) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, &refusal{http.StatusBadRequest, errors.New("request body is empty"), "bad request"}
+	}
+	body, err := readBody(r.Body)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, &refusal{http.StatusRequestEntityTooLarge, err, "unable to read the body from the incoming request; limit reached"}
+	case err != nil:
+		return nil, &refusal{http.StatusBadRequest, err, "unable to read the body from the incoming request"}
+	}
+	if contentType := r.Header.Get("Content-Type"); contentType != "application/json" {
+		return nil, &refusal{http.StatusBadRequest, fmt.Errorf("contentType=%s, expected application/json", contentType),
+			"unable to process a request with unknown content type"}
+	}
+	if rv, err := decodeReview(body, h.jobs); err == nil {
+		return rv, nil
+	}
+	rv, err := decodeOther(body, h.jobs)
+	if err != nil {
+		return nil, &refusal{http.StatusBadRequest, err, "unable to decode the request"}
+	}
+	return rv, nil
+}
+
+// errTooLarge is readBody's error for a body of maxBodyBytes or more.
+var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", maxBodyBytes)
+
+// readBody returns body's bytes: as they are when internal/server has read
+// them whole, or else read here, within maxBodyBytes.
+func readBody(body io.ReadCloser) ([]byte, error) {
+	if whole, ok := body.(interface{ Bytes() []byte }); ok {
+		return whole.Bytes(), nil
+	}
+	defer body.Close()
+	limited := &io.LimitedReader{R: body, N: maxBodyBytes}
+	b, err := io.ReadAll(limited)
+	if err == nil && limited.N <= 0 {
+		err = errTooLarge
+	}
+	return b, err
+}
 
 // errNotReviewOfObject is decodeReview's error for a body that decodes, but
 // is not an AdmissionReview of reviewAPIVersion with a request and an object.
 var errNotReviewOfObject = errors.New("not an " + reviewAPIVersion + " " + reviewKind + " with a request and an object")
-
-// review is an AdmissionReview that the one pass read: one allocation
-// holds it.
-type review struct {
-	// wire and request are what the one pass decodes into: request is the
-	// request answered, whose Object is job's once decoded.
-	wire    reviewWire
-	request requestWire
-	job     *mutate.Job
-}
-
-// readReview reads r's body and decodes it with decodeReview. When it
-// fails, r's body reads again from its start, for admission.Webhook.
-func readReview(r *http.Request, jobs *mutate.JobDecoder) (*review, error) {
-	body, err := readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	return decodeReview(body, jobs)
-}
 
 // decodeReview decodes an AdmissionReview and its request's object in one
 // pass, as the API machinery's codec decodes its request (case-sensitive,
@@ -61,12 +114,13 @@ func readReview(r *http.Request, jobs *mutate.JobDecoder) (*review, error) {
 // costs about what decoding its bytes once does. It fails on every body
 // that is not an AdmissionReview of reviewAPIVersion with a request and an
 // object, and on a field of the wrong JSON type, the object's included:
-// those are the codec's to read, and the decision's to meet as it does.
+// those are the codec's to read (decodeOther), and the decision's to meet
+// as it does.
 func decodeReview(body []byte, jobs *mutate.JobDecoder) (*review, error) {
 	rv := &review{}
 	object := jobs.Target()
-	rv.request.Object = object.Into()
-	rv.wire.Request = &rv.request // null sets it nil; absent leaves it, and the object absent too
+	rv.decoded.Object = object.Into()
+	rv.wire.Request = &rv.decoded // null sets it nil; absent leaves it, and the object absent too
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &rv.wire); err != nil {
 		return nil, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
@@ -75,6 +129,8 @@ func decodeReview(body []byte, jobs *mutate.JobDecoder) (*review, error) {
 		return nil, fmt.Errorf("decoding the AdmissionReview of apiVersion %s kind %s: %w",
 			truncate.Quoted(rv.wire.APIVersion, truncate.MaxQuotedBytes), truncate.Quoted(rv.wire.Kind, truncate.MaxQuotedBytes), errNotReviewOfObject)
 	}
+	rv.typeMeta = metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: reviewKind}
+	rv.request = &rv.decoded.AdmissionRequest
 	return rv, nil
 }
 
@@ -97,53 +153,68 @@ type requestWire struct {
 	Object any `json:"object"`
 }
 
-// errBodyLeft is readBody's error for a body that reaches maxWebhookBodyBytes.
-var errBodyLeft = errors.New("the body reaches admission.Webhook's limit")
+// codecs is the API machinery's codec for admission.k8s.io, as
+// controller-runtime's admission.Webhook decodes with it.
+var codecs = func() serializer.CodecFactory {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(admissionv1.AddToScheme(scheme))
+	utilruntime.Must(admissionv1beta1.AddToScheme(scheme))
+	return serializer.NewCodecFactory(scheme)
+}()
 
-// readBody reads r's body in one allocation of its Content-Length. When it
-// fails, or the body reaches maxWebhookBodyBytes, it puts back what it
-// read, followed by the rest or the error, for admission.Webhook to meet
-// alike; and when decodeReview fails, the Webhook reads the same bytes.
-func readBody(r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(int(min(max(r.ContentLength, 0), maxWebhookBodyBytes)) + bytes.MinRead) // MinRead: space for ReadFrom's EOF
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxWebhookBodyBytes))
-	rest := r.Body
-	switch {
-	case err != nil:
-		rest = io.NopCloser(&failingReader{err})
-	case buf.Len() >= maxWebhookBodyBytes:
-		err = errBodyLeft
+// decodeOther reads a body that the one pass could not, as controller-runtime's
+// admission.Webhook reads every body: with the API machinery's codec, which
+// takes any AdmissionReview (v1beta1, without a request or object, with an
+// object of the wrong shape; even YAML) and words its refusal of the rest.
+// No API server sends such a body, so its cost does not matter; its answer
+// must be the Webhook's.
+func decodeOther(body []byte, jobs *mutate.JobDecoder) (*review, error) {
+	rv := &review{request: &admissionv1.AdmissionRequest{}}
+	// The codec guesses the type to decode into by its name unless it is
+	// set: an unregistered type, set to v1's kind, takes v1beta1 too.
+	into := &anyReview{}
+	into.Request = rv.request
+	into.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind(reviewKind))
+	_, gvk, err := codecs.UniversalDeserializer().Decode(body, nil, into)
+	if err != nil {
+		return nil, err
 	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(buf.Bytes()), rest), r.Body}
-	return buf.Bytes(), err
+	rv.typeMeta = metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: reviewKind}
+	if !gvk.Empty() {
+		rv.typeMeta.APIVersion, rv.typeMeta.Kind = gvk.ToAPIVersionAndKind()
+	}
+	rv.job, rv.jobErr = decodeObject(rv.request, jobs)
+	return rv, nil
 }
 
-// readCloser reads the body put back, and closes the request's.
-type readCloser struct {
-	io.Reader
-	io.Closer
+// decodeObject decodes req's object, the MPIJob it creates: nil, nil when
+// it carries none.
+func decodeObject(req *admissionv1.AdmissionRequest, jobs *mutate.JobDecoder) (*mutate.Job, error) {
+	if len(req.Object.Raw) == 0 {
+		return nil, nil
+	}
+	return jobs.Decode(req.Object.Raw)
 }
 
-// failingReader fails with err, as the body did.
-type failingReader struct{ err error }
+// anyReview is an AdmissionReview of any version for the codec (decodeOther).
+type anyReview struct{ admissionv1.AdmissionReview }
 
-func (f *failingReader) Read([]byte) (int, error) { return 0, f.err }
+var _ runtime.Object = &anyReview{}
 
-// writeReview writes resp to w as admission.Webhook writes its answer to an
-// admission.k8s.io/v1 review (its writeResponseTyped and
-// writeAdmissionResponse, unexported), with the same logs on log: the
-// Webhook writes only the answers to what it decoded itself. It is the one
-// copy of controller-runtime's code in the webhook, and
-// TestOnePassAnswersAsWebhook holds it equal to the Webhook's.
-func writeReview(w io.Writer, resp ctrladmission.Response, log logr.Logger) {
-	answer := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: reviewAPIVersion, Kind: reviewKind},
-		Response: &resp.AdmissionResponse}
-	if err := json.NewEncoder(w).Encode(answer); err != nil {
-		// The connection broke: the Webhook tries once more, with a 500.
+func (r *anyReview) DeepCopyObject() runtime.Object {
+	return &anyReview{AdmissionReview: *r.DeepCopy()}
+}
+
+// writeReview writes rv's answer to w in a review of rv's typeMeta: empty,
+// for an answer to a body that is no review. A failed write, a broken
+// connection, is logged, and tried once more with a 500, as
+// controller-runtime's admission.Webhook does.
+func writeReview(w io.Writer, rv *review, log logr.Logger) {
+	resp := &rv.answer
+	if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{TypeMeta: rv.typeMeta, Response: resp}); err != nil {
 		log.Error(err, "unable to encode and write the response")
-		serverError := ctrladmission.Errored(http.StatusInternalServerError, err)
-		if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{Response: &serverError.AdmissionResponse}); err != nil {
+		serverError := errored(http.StatusInternalServerError, err)
+		if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{Response: &serverError}); err != nil {
 			log.Error(err, "still unable to encode and write the InternalServerError response")
 		}
 		return

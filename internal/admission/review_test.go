@@ -1,7 +1,9 @@
 package admission
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,7 +17,7 @@ import (
 
 // TestDecodeReview checks that decodeReview reads a review's request as the
 // codec does, and its object as a JobDecoder does, for every job Flyte's
-// backend built; and that it refuses what its caller must leave to the codec.
+// backend built; and that it refuses what its caller must leave to the codec (decodeOther).
 func TestDecodeReview(t *testing.T) {
 	jobs := mutate.NewJobDecoder(mutate.DefaultOptions().FlyteTaskSelector)
 	for _, version := range mutate.MPIJobVersions {
@@ -45,7 +47,7 @@ func TestDecodeReview(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if diff := cmp.Diff(*want.Request, got.request.AdmissionRequest); diff != "" {
+				if diff := cmp.Diff(*want.Request, *got.request); diff != "" {
 					t.Errorf("request (-codec +decodeReview):\n%s", diff)
 				}
 				if diff := cmp.Diff(wantJob, got.job); diff != "" {
@@ -105,5 +107,34 @@ func TestDecodeReviewAllocatesForWhatItKeeps(t *testing.T) {
 	few, lots := allocs(flood(mutate.MaxContainers)), allocs(flood(100*mutate.MaxContainers))
 	if lots > few+10 {
 		t.Errorf("%v allocations for %d containers, labels and annotations; %v for %d", lots, 100*mutate.MaxContainers, few, mutate.MaxContainers)
+	}
+}
+
+// wholeBody is a body read whole, as internal/server hands one on.
+type wholeBody struct{ *bytes.Reader }
+
+func (b wholeBody) Bytes() []byte {
+	all := make([]byte, b.Size())
+	_, _ = b.ReadAt(all, 0)
+	return all
+}
+
+func (wholeBody) Close() error { return nil }
+
+// TestReadBodyOnce checks that readBody takes a body read whole as it is,
+// and reads any other within maxBodyBytes.
+func TestReadBodyOnce(t *testing.T) {
+	whole := []byte(`{"kind":"AdmissionReview"}`)
+	held := wholeBody{bytes.NewReader(whole)}
+	got, err := readBody(held)
+	if err != nil || string(got) != string(whole) || held.Len() != len(whole) {
+		t.Errorf("readBody(a whole body) = %q, %v, with %d of %d bytes left unread; want it as it is, unread",
+			got, err, held.Len(), len(whole))
+	}
+	if got, err := readBody(io.NopCloser(bytes.NewReader(whole))); err != nil || string(got) != string(whole) {
+		t.Errorf("readBody = %q, %v; want %q", got, err, whole)
+	}
+	if _, err := readBody(io.NopCloser(bytes.NewReader(make([]byte, maxBodyBytes)))); !errors.Is(err, errTooLarge) {
+		t.Errorf("readBody(%d bytes) = %v; want errTooLarge", maxBodyBytes, err)
 	}
 }

@@ -153,8 +153,8 @@ func (l *limiter) free(b *body) {
 }
 
 // limit wraps next: it serves only a POST whose Content-Length is within
-// MaxBodyBytes, and passes on its body read whole, so that the handler
-// never waits for a client.
+// MaxBodyBytes, and passes on its body read whole (wholeBody), so that the
+// handler never waits for a client.
 func (l *limiter) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -202,10 +202,21 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		// The answer is written holding the place: clients that never read
 		// answers of up to 4 MiB delay no review (make soak's slow-reader).
 		defer l.deciding.leave(ticket) // a panic, which net/http recovers, frees the place too
-		r.Body = io.NopCloser(bytes.NewReader(buf))
+		r.Body = wholeBody{bytes.NewReader(buf), buf}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// wholeBody is a request's body read whole: Bytes gives it, without a copy,
+// to a handler that asks (internal/admission's readBody).
+type wholeBody struct {
+	*bytes.Reader
+	bytes []byte
+}
+
+func (b wholeBody) Bytes() []byte { return b.bytes }
+
+func (wholeBody) Close() error { return nil }
 
 // refuse answers a request the limiter will not pass on. Its body is not
 // read to its end, so the connection cannot carry another request.

@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
@@ -120,7 +119,7 @@ func expectedJob(name, namespace string, opts mutate.Options) *unstructured.Unst
 	object := fixtures.MustJSON(job)
 	var review admissionv1.AdmissionReview
 	Expect(json.Unmarshal(fixtures.Review(object, fixtures.MPIJob("v1"), admissionv1.Create), &review)).To(Succeed())
-	resp := admission.NewHandler(opts, nil).Webhook().Handle(context.Background(), ctrladmission.Request{AdmissionRequest: *review.Request})
+	resp := admission.NewHandler(opts, nil).Review(review.Request)
 	Expect(resp.Allowed).To(BeTrue(), "the webhook denies testdata's %s: %v", name, resp.Result)
 	if len(resp.Patch) > 0 {
 		patch, err := jsonpatch.DecodePatch(resp.Patch)

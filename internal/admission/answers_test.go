@@ -2,26 +2,29 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
+	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-// TestOnePassAnswersAsWebhook is the one test that holds writeReview, the
-// webhook's copy of controller-runtime's writer, equal to it: Handler
-// answers every hostile input, every job Flyte's backend built, and what
-// breaks the reading of a body or the decision, byte for byte as
-// controller-runtime's admission.Webhook around it answers them; and it
-// reads the jobs in one pass, not through the Webhook's codec.
-func TestOnePassAnswersAsWebhook(t *testing.T) {
+// TestAnswersAsWebhook holds the review's path, which the webhook owns, to
+// controller-runtime's admission.Webhook, the reference: Handler answers
+// every hostile input, every job Flyte's backend built, and what breaks the
+// reading of a body or the decision, byte for byte as the Webhook answers
+// them around the same decision; and it reads the jobs in one pass, not
+// through the codec.
+func TestAnswersAsWebhook(t *testing.T) {
 	inputs := hostileInputs(t)
 	var onePass []string // the inputs that must not go to the codec
 	for _, version := range mutate.MPIJobVersions {
@@ -39,7 +42,7 @@ func TestOnePassAnswersAsWebhook(t *testing.T) {
 	valid := reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, flytekitCustom)))
 	onePass = append(onePass, "a Flyte Horovod MPIJob (the reference)")
 	inputs = append(inputs, hostileInput{input: "a body of the Webhook's limit",
-		body: append(append([]byte{}, valid...), bytes.Repeat([]byte(" "), maxWebhookBodyBytes-len(valid))...)})
+		body: append(append([]byte{}, valid...), bytes.Repeat([]byte(" "), maxBodyBytes-len(valid))...)})
 
 	for _, in := range inputs {
 		t.Run(in.input, func(t *testing.T) {
@@ -54,7 +57,7 @@ func TestOnePassAnswersAsWebhook(t *testing.T) {
 	t.Run("a body that fails midway", func(t *testing.T) {
 		compareAnswers(t, newHandler(), func() *http.Request {
 			req := hostileInput{body: valid}.request()
-			req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(valid[:100]), &failingReader{errors.New("connection reset")}))
+			req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(valid[:100]), iotest.ErrReader(errors.New("connection reset"))))
 			return req
 		})
 	})
@@ -68,13 +71,17 @@ func TestOnePassAnswersAsWebhook(t *testing.T) {
 }
 
 // compareAnswers serves the request that newRequest makes with h and with
-// h's admission.Webhook alone, and fails unless the answers are equal; it
-// returns h's.
+// controller-runtime's admission.Webhook around h's decision, and fails
+// unless the answers are equal; it returns h's.
 func compareAnswers(t *testing.T, h *Handler, newRequest func() *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
 	got, want := httptest.NewRecorder(), httptest.NewRecorder()
 	h.ServeHTTP(got, newRequest())
-	h.webhook.ServeHTTP(want, newRequest())
+	reference := &ctrladmission.Webhook{Handler: ctrladmission.HandlerFunc(func(_ context.Context, req ctrladmission.Request) ctrladmission.Response {
+		job, err := decodeObject(&req.AdmissionRequest, h.jobs)
+		return ctrladmission.Response{AdmissionResponse: h.respond(&req.AdmissionRequest, job, err)}
+	})}
+	reference.ServeHTTP(want, newRequest())
 	if got.Code != want.Code {
 		t.Errorf("status %d, the Webhook's %d", got.Code, want.Code)
 	}
