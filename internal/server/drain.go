@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
 // DefaultShutdownDrain is how long the webhook serves on after SIGTERM by
@@ -23,7 +25,7 @@ const ShutdownTimeout = 10 * time.Second
 
 // drain serves on, unready, for the drain, then stops accepting
 // connections and finishes the requests in flight.
-func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Server, listener *fairListener, served <-chan error) error {
+func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Server, listener *conns.Listener, served <-chan error) error {
 	s.draining.Store(true)
 	log.Info("draining: unready, still serving", "for", s.config.ShutdownDrain)
 	select {
@@ -43,7 +45,7 @@ func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Se
 	if err := <-served; !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("serving the webhook: %w", err)
 	}
-	listener.waitForUnanswered(shutdownCtx)
+	listener.WaitForRequests(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutting down the webhook: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
 // The bounds on what a client can make the webhook hold; docs/RELIABILITY.md
@@ -62,7 +64,7 @@ var (
 
 // limiter holds what MaxDeciding and MaxBufferedBytes bound.
 type limiter struct {
-	deciding                      *gate
+	deciding                      *conns.Gate
 	maxBytes, reserve, smallBytes int64
 	wait                          time.Duration // how long a large body waits for the budget
 
@@ -73,7 +75,7 @@ type limiter struct {
 }
 
 func newLimiter() *limiter {
-	return &limiter{deciding: &gate{max: MaxDeciding},
+	return &limiter{deciding: conns.NewGate(MaxDeciding),
 		maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes, wait: ReadTimeout,
 		freed: make(chan struct{})}
 }
@@ -194,14 +196,14 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 			refuse(w, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
 			return
 		}
-		ticket, err := l.deciding.enter(clientAddress(r.RemoteAddr), time.Now().Add(DecideWait))
+		ticket, err := l.deciding.Enter(conns.ClientAddress(r.RemoteAddr), time.Now().Add(DecideWait))
 		if err != nil {
 			refuse(w, http.StatusServiceUnavailable, fmt.Errorf("%w: %w", errBusy, err))
 			return
 		}
 		// The answer is written holding the place: clients that never read
 		// answers of up to 4 MiB delay no review (make soak's slow-reader).
-		defer l.deciding.leave(ticket) // a panic, which net/http recovers, frees the place too
+		defer l.deciding.Leave(ticket) // a panic, which net/http recovers, frees the place too
 		r.Body = wholeBody{bytes.NewReader(buf), buf}
 		next.ServeHTTP(w, r)
 	})

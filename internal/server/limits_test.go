@@ -16,6 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
 // readingHandler reads the body as the admission handler does, answers 400
@@ -112,9 +114,8 @@ func waitUntil(t *testing.T, l *limiter, what string, cond func(*limiter) bool) 
 }
 
 func idle(l *limiter) bool {
-	l.deciding.mu.Lock()
-	defer l.deciding.mu.Unlock()
-	return l.bytes == 0 && len(l.arriving) == 0 && l.deciding.running.total == 0 && l.deciding.waiting.total == 0
+	running, waiting := l.deciding.Holders("")
+	return l.bytes == 0 && len(l.arriving) == 0 && running == 0 && waiting == 0
 }
 
 func TestLimitBodySize(t *testing.T) {
@@ -170,15 +171,14 @@ func TestLimitServesOnlyPOST(t *testing.T) {
 // every request is answered.
 func TestLimitDecidingSharedByAddress(t *testing.T) {
 	l := newLimiter()
-	l.deciding.max = 2
+	l.deciding = conns.NewGate(2)
 	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
 	srv := httptest.NewServer(l.limit(h))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
 	waiting := func(address string, n int) func(*limiter) bool {
 		return func(l *limiter) bool {
-			l.deciding.mu.Lock()
-			defer l.deciding.mu.Unlock()
-			return l.deciding.waiting.count(address) == n
+			_, waiting := l.deciding.Holders(address)
+			return waiting == n
 		}
 	}
 
@@ -198,9 +198,7 @@ func TestLimitDecidingSharedByAddress(t *testing.T) {
 	// One place frees: the other address's turn comes first, though the flood's waited longer.
 	h.gate <- struct{}{}
 	<-h.entered
-	l.deciding.mu.Lock()
-	running := l.deciding.running.count("127.0.0.2")
-	l.deciding.mu.Unlock()
+	running, _ := l.deciding.Holders("127.0.0.2")
 	if running != 1 {
 		t.Errorf("once a place freed, 127.0.0.2 runs %d, want 1: its turn comes before the flood's next", running)
 	}
@@ -331,7 +329,7 @@ func (pastEOFHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and takes no more of the budget: with a budget of exactly one request and its body.
 func TestLimitReadPastEOF(t *testing.T) {
 	l := newLimiter()
-	l.deciding.max, l.maxBytes, l.reserve = 1, 10, 0
+	l.deciding, l.maxBytes, l.reserve = conns.NewGate(1), 10, 0
 	srv := httptest.NewServer(l.limit(pastEOFHandler{}))
 	t.Cleanup(srv.Close)
 	for range 2 { // the second finds the first's bytes and place in flight given back

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -14,6 +17,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
+
+// MaxProbeConns bounds the open connections of the probe and metrics ports, each: with the webhook
+// port's (conns.Limits) and the process's own descriptors they fit a limit of 1,024.
+const MaxProbeConns = 192
+
+// listen listens on address for at most maxConns connections at once.
+func listen(address string, maxConns int) (net.Listener, error) {
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(l, maxConns), nil
+}
 
 // MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few hundred bytes (a bearer token at most).
 const MaxProbeHeaderBytes = 8 << 10

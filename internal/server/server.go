@@ -2,11 +2,11 @@
 // and metrics, from a controller-runtime manager. The binary, the envtest
 // suites and the benchmarks' no-op webhook all build it with New.
 //
-// It bounds what any client can make it hold, a file a layer: the webhook
-// port's accept loop and table of connections (connections.go), the gate
-// for handshakes and decisions (gate.go), TLS (tls.go), bodies and requests
-// in flight (limits.go), the drain (drain.go), the probe and metrics ports
-// (probes.go), shared among client addresses by one rule (givesWay).
+// It bounds what any client can make it hold, a layer a room: the webhook
+// port's connections and TLS handshakes (package conns, shared among client
+// addresses by its one rule), bodies and requests being decided
+// (limits.go), TLS (tls.go), the drain (drain.go), and the probe and
+// metrics ports (probes.go).
 package server
 
 import (
@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
 // Config is the server's settings, one per flag of cmd/webhook, whose help says what each does.
@@ -127,7 +129,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	}
 
 	address := net.JoinHostPort(s.Options.Host, strconv.Itoa(s.Options.Port))
-	listener, err := listenTLS(address, s.tls)
+	listener, err := conns.Listen(address, s.tls, conns.DefaultLimits())
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", address, err)
 	}
@@ -140,7 +142,7 @@ func (s *boundedServer) Start(ctx context.Context) error {
 		IdleTimeout:       IdleTimeout,
 		// Requests keep their context through the drain: it ends with the server, not with ctx.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ConnState:   listener.track,
+		ConnState:   listener.ConnState,
 		ErrorLog:    errorLog(log),
 	}
 	served := make(chan error, 1)

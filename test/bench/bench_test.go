@@ -307,7 +307,7 @@ const maxConnections = 64
 // (HTTP/1.1, keep-alive), with the review of refhook.Job, on at most
 // maxConnections: when the machine stalls the server, vegeta opens one for
 // each request it cannot send, past what the server holds from one address
-// (server.MaxConns), which it then resets (make soak's part, not this).
+// (conns.Limits.MaxConns), which it then resets (make soak's part, not this).
 func serve(dir, name string) func(args ...string) attack {
 	port, err := framework.FreePort("127.0.0.1")
 	Expect(err).NotTo(HaveOccurred())

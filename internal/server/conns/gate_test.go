@@ -1,4 +1,4 @@
-package server
+package conns
 
 import (
 	"errors"
@@ -81,8 +81,8 @@ func TestGate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := &gate{max: 2}
-				var tickets []*ticket
+				g := NewGate(2)
+				var tickets []*Ticket
 				var mu sync.Mutex
 				turnedAway := map[int]error{}
 				for i, step := range tt.steps {
@@ -98,7 +98,7 @@ func TestGate(t *testing.T) {
 							}
 						}()
 					case step.leave != nil:
-						g.leave(tickets[*step.leave])
+						g.Leave(tickets[*step.leave])
 					default:
 						time.Sleep(step.after)
 					}
@@ -127,7 +127,7 @@ func TestGate(t *testing.T) {
 }
 
 // holders names, sorted, the tickets among tickets that held holds.
-func holders(tickets []*ticket, held shares[*ticket]) (names []int) {
+func holders(tickets []*Ticket, held shares[*Ticket]) (names []int) {
 	for _, ts := range held.byAddress {
 		for _, t := range ts {
 			names = append(names, slices.Index(tickets, t))

@@ -1,4 +1,4 @@
-package server
+package conns
 
 import (
 	"crypto/tls"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
 // TestGivesWay checks the count part of the one rule, among connections
@@ -43,10 +45,10 @@ func TestGivesWay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newFairListener(nil, nil)
+			l := newListener(nil, nil, DefaultLimits())
 			for _, h := range tt.held {
 				for range h.n {
-					l.open.add(h.address, &fairConn{address: h.address, state: connActive})
+					l.open.add(h.address, &connection{address: h.address, state: connActive})
 				}
 			}
 			victim := l.givesWay(tt.newcomer, connSilent)
@@ -150,28 +152,28 @@ func TestFairListenerPlaces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newFairListener(nil, nil)
-			l.max = tt.max
+			l := newListener(nil, nil, DefaultLimits())
+			l.limits.MaxConns = tt.max
 			if tt.crowded {
-				l.handshakes = &gate{}
+				l.handshakes = &Gate{}
 				l.handshakes.queue("10.0.0.h")
 			}
-			var admitted []*fairConn
-			l.startHandshake = func(c *fairConn) { admitted = append(admitted, c) }
-			conns := map[string]*fairConn{}
+			var admitted []*connection
+			l.startHandshake = func(c *connection) { admitted = append(admitted, c) }
+			conns := map[string]*connection{}
 			recorders := map[string]*closeRecorder{}
 			for i, step := range tt.steps {
 				if step.arrives != "" {
 					recorders[step.arrives] = &closeRecorder{}
-					conns[step.arrives] = &fairConn{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
+					conns[step.arrives] = &connection{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
 						state: map[string]connState{"": connActive, "silent": connSilent, "handshake": connHandshake, "new": connNew, "idle": connIdle}[step.doing]}
-					l.arrive(conns[step.arrives], l.own())
+					l.place(conns[step.arrives], l.yieldToOwn())
 				}
 				if step.closes != "" {
 					l.release(conns[step.closes]) // as its Close does, which the test does not record
 				}
 				got := step
-				got.admitted, got.closed, got.full = nil, nil, l.full(l.own())
+				got.admitted, got.closed, got.full = nil, nil, l.full(l.yieldToOwn())
 				for _, c := range admitted {
 					for name, known := range conns {
 						if known == c {
@@ -217,13 +219,13 @@ func TestConnectionStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	poll(t, "the connection is served, with no request yet", func() bool { return slices.Equal(states(), []connState{connNew}) })
+	fixtures.Poll(t, "the connection is served, with no request yet", func() bool { return slices.Equal(states(), []connState{connNew}) })
 	if err := request(conn); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the connection is idle, answered", func() bool { return slices.Equal(states(), []connState{connIdle}) })
+	fixtures.Poll(t, "the connection is idle, answered", func() bool { return slices.Equal(states(), []connState{connIdle}) })
 	conn.Close()
-	poll(t, "the closed connection holds no place", func() bool { return len(states()) == 0 })
+	fixtures.Poll(t, "the closed connection holds no place", func() bool { return len(states()) == 0 })
 }
 
 // backlog is a TCP listener's backlog: Accept returns its connections, in
@@ -259,10 +261,10 @@ func TestAcceptErrorsStayInside(t *testing.T) {
 		inner := &backlog{conns: make(chan net.Conn, 1), closed: make(chan struct{}), tooMany: make(chan struct{})}
 		inner.conns <- server
 		close(inner.tooMany)
-		l := newFairListener(inner, nil)
+		l := newListener(inner, nil, DefaultLimits())
 		handOver(l)
 		go l.acceptInner()
-		if c, err := l.Accept(); err != nil || c.(*fairConn).Conn != server {
+		if c, err := l.Accept(); err != nil || c.(*connection).Conn != server {
 			t.Fatalf("Accept = %v, %v; want the connection accepted before the errors", c, err)
 		}
 		time.Sleep(3 * time.Second) // the clock is synctest's: the loop backs off through the errors
@@ -278,8 +280,8 @@ func TestAcceptErrorsStayInside(t *testing.T) {
 
 // handOver has l hand each connection that gets a place to Accept as it
 // is, without a handshake.
-func handOver(l *fairListener) {
-	l.startHandshake = func(c *fairConn) {
+func handOver(l *Listener) {
+	l.startHandshake = func(c *connection) {
 		go func() {
 			defer l.inFlight.Done()
 			l.done <- c
@@ -316,7 +318,7 @@ func TestHasUnreadBytes(t *testing.T) {
 		if _, err := client.Write([]byte(data)); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, "the byte arrives", func() bool { return hasUnreadBytes(server) })
+		fixtures.Poll(t, "the byte arrives", func() bool { return hasUnreadBytes(server) })
 		got := make([]byte, 1)
 		if _, err := io.ReadFull(server, got); err != nil || string(got) != data {
 			t.Errorf("read %q, %v after the peek; want %q", got, err, data)
@@ -332,8 +334,8 @@ func TestHasUnreadBytes(t *testing.T) {
 func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 	l := testListener(t, nil, 2)
 	t.Cleanup(func() { _ = l.Close() })
-	l.startHandshake = func(*fairConn) {}
-	var served []*fairConn
+	l.startHandshake = func(*connection) {}
+	var served []*connection
 	for _, data := range []string{"POST", ""} {
 		client, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
@@ -348,13 +350,13 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 		if _, err := client.Write([]byte(data)); err != nil {
 			t.Fatal(err)
 		}
-		c := &fairConn{Conn: server, listener: l, address: "127.0.0.1", state: connNew}
+		c := &connection{Conn: server, listener: l, address: "127.0.0.1", state: connNew}
 		l.open.add(c.address, c)
 		served = append(served, c)
 	}
-	poll(t, "the request's bytes arrive", func() bool { return hasUnreadBytes(served[0].Conn) })
-	newcomer := &fairConn{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}
-	l.arrive(newcomer, connNew)
+	fixtures.Poll(t, "the request's bytes arrive", func() bool { return hasUnreadBytes(served[0].Conn) })
+	newcomer := &connection{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}
+	l.place(newcomer, connNew)
 	held := l.open.byAddress["127.0.0.1"]
 	if !slices.Contains(held, newcomer) || !slices.Contains(held, served[0]) || slices.Contains(held, served[1]) {
 		t.Errorf("places held by the newcomer %t, the one with a request %t, the silent one %t; want true, true, false",
@@ -368,9 +370,9 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 func TestFullLeavesConnectionsInTheBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inner := &backlog{conns: make(chan net.Conn, 2), closed: make(chan struct{})}
-		l := newFairListener(inner, nil)
-		l.max = 1
-		l.startHandshake = func(c *fairConn) { // it carries a request at once
+		l := newListener(inner, nil, DefaultLimits())
+		l.limits.MaxConns = 1
+		l.startHandshake = func(c *connection) { // it carries a request at once
 			c.state = connActive
 			go func() {
 				defer l.inFlight.Done()

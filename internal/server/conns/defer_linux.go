@@ -1,21 +1,24 @@
 //go:build linux
 
-package server
+package conns
 
 import (
 	"cmp"
 	"net"
 	"syscall"
+	"time"
 )
 
 // deferAccept has the kernel hand over a connection only once its client has sent a byte, or
-// HandshakeTimeout after (TCP_DEFER_ACCEPT, nginx's listen ... deferred): until then it holds no descriptor.
-func deferAccept(_, _ string, c syscall.RawConn) error {
-	var err error
-	controlErr := c.Control(func(fd uintptr) {
-		err = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(HandshakeTimeout.Seconds()))
-	})
-	return cmp.Or(controlErr, err)
+// timeout after (TCP_DEFER_ACCEPT, nginx's listen ... deferred): until then it holds no descriptor.
+func deferAccept(timeout time.Duration) func(network, address string, c syscall.RawConn) error {
+	return func(_, _ string, c syscall.RawConn) error {
+		var err error
+		controlErr := c.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(timeout.Seconds()))
+		})
+		return cmp.Or(controlErr, err)
+	}
 }
 
 // hasUnreadBytes says, without reading them (MSG_PEEK), whether conn's client has sent bytes not read yet:

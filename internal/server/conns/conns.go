@@ -1,0 +1,68 @@
+// Package conns is the webhook port's connection layer: a net.Listener
+// that shares a bounded number of connections, and of TLS handshakes, among
+// client addresses by one rule (givesWay, in policy.go), so that no flood
+// from one address keeps the API server's reviews out. internal/server
+// serves net/http on it (Listen), reports net/http's states to it
+// (Listener.ConnState), and, at the drain's end, waits for the connections
+// served to send their request (Listener.WaitForRequests).
+//
+// A connection's life, in the one order of connState, and the function
+// that moves it into each state:
+//
+//	state          what it does                                    set by
+//	connSilent     accepted, has sent no byte                      acceptInner (the accept)
+//	connHandshake  has sent a byte: its handshake waits or runs    acceptInner (bytes at the accept), sentByte
+//	connNew        served by net/http, no request yet              ConnState (http.StateNew)
+//	connActive     carries a request                               ConnState (http.StateActive)
+//	connIdle       kept alive between requests                     ConnState (http.StateIdle)
+//	connClosed     holds no place                                  ConnState (closed, hijacked), release, place (gave way)
+//
+// When every place is taken, the order in which connections give way is
+// policy.go's giveWayOrder; docs/RELIABILITY.md has why.
+package conns
+
+import "time"
+
+// connState is what a connection does, from its accept to its close: the
+// first two before net/http serves it, the others as net/http reports them.
+type connState int
+
+const (
+	connSilent connState = iota
+	connHandshake
+	connNew
+	connActive
+	connIdle
+	connClosed
+)
+
+// served says whether net/http serves the connection: its handshake is done.
+func (s connState) served() bool { return s >= connNew }
+
+// Limits are the connection layer's bounds; DefaultLimits gives them, and
+// docs/RELIABILITY.md has why each is what it is.
+type Limits struct {
+	// MaxConns bounds the port's open connections, shared among client addresses (givesWay).
+	MaxConns int
+	// MaxHandshakes bounds the TLS handshakes in progress, shared among client addresses (Gate).
+	MaxHandshakes int
+	// SlowHandshake is how long a handshake may hold its place: the API server's takes a round trip or two.
+	SlowHandshake time.Duration
+	// HandshakeTimeout bounds the time from a connection's accept to the end of its handshake, waiting included.
+	HandshakeTimeout time.Duration
+	// MaxClientHelloBytes bounds a ClientHello, where crypto/tls would buffer up to 64 KiB for each connection.
+	MaxClientHelloBytes int
+}
+
+// defaultLimits are the bounds the webhook runs with: with the probe and
+// metrics ports' they fit a limit of 1,024 descriptors.
+var defaultLimits = Limits{
+	MaxConns:            512,
+	MaxHandshakes:       16,
+	SlowHandshake:       time.Second,
+	HandshakeTimeout:    5 * time.Second, // internal/server's ReadHeaderTimeout
+	MaxClientHelloBytes: 16 << 10,
+}
+
+// DefaultLimits returns the bounds the webhook runs with.
+func DefaultLimits() Limits { return defaultLimits }

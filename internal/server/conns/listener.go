@@ -1,0 +1,247 @@
+package conns
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Listener is the webhook port's one accept loop and its one table of
+// connections, with what each does. It accepts every connection at once
+// (but when full), so that the API server's never waits in the kernel's
+// backlog behind a flood; beyond max a newcomer takes the place of the
+// connection that gives way (givesWay), or is reset. It makes their TLS
+// handshakes (handshake) and hands net/http those done.
+type Listener struct {
+	net.Listener
+	limits Limits
+
+	mu     sync.Mutex
+	open   shares[*connection]
+	room   sync.Cond // wakes the accept loop when full may have changed
+	closed bool
+
+	config     *tls.Config
+	handshakes *Gate
+	// startHandshake is go handshake, or the tests' own.
+	startHandshake func(*connection)
+	// inFlight counts the handshakes not done; done carries those done to
+	// Accept, and is closed once the TCP listener is and none is in flight.
+	inFlight sync.WaitGroup
+	done     chan net.Conn
+}
+
+// Listen listens on address for TLS connections with config, within limits.
+func Listen(address string, config *tls.Config, limits Limits) (*Listener, error) {
+	control := deferAccept(limits.HandshakeTimeout)
+	inner, err := (&net.ListenConfig{Control: control}).Listen(context.Background(), "tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	l := newListener(inner, config, limits)
+	go l.acceptInner()
+	return l, nil
+}
+
+// newListener returns a listener on inner within limits.
+func newListener(inner net.Listener, config *tls.Config, limits Limits) *Listener {
+	l := &Listener{Listener: inner, limits: limits, config: config, handshakes: NewGate(limits.MaxHandshakes),
+		done: make(chan net.Conn)}
+	l.startHandshake = func(c *connection) { go l.handshake(c) }
+	l.room.L = &l.mu
+	return l
+}
+
+// acceptInner accepts until the TCP listener is closed, then waits for the
+// handshakes under way to reach Accept.
+func (l *Listener) acceptInner() {
+	defer func() {
+		l.inFlight.Wait()
+		close(l.done)
+	}()
+	backoff := time.Duration(0)
+	for {
+		l.mu.Lock()
+		toOwn := l.yieldToOwn()
+		for l.full(toOwn) {
+			l.room.Wait()
+			toOwn = l.yieldToOwn()
+		}
+		l.mu.Unlock()
+		conn, err := l.Listener.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil { // too many open files: this loop backs off alone
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		c := &connection{Conn: conn, listener: l, address: ClientAddress(conn.RemoteAddr().String())}
+		if hasUnreadBytes(conn) {
+			c.state = connHandshake
+		}
+		l.place(c, toOwn)
+	}
+}
+
+// Accept returns the next connection whose handshake is done; once closed,
+// those whose handshake was under way, then net.ErrClosed.
+func (l *Listener) Accept() (net.Conn, error) {
+	conn, ok := <-l.done
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return conn, nil
+}
+
+// place gives c a place, the place of the connection that gives way (by
+// toOwn) if need be, and starts its handshake; it resets c when none gives
+// way, and after Close, as the kernel resets the connections in its backlog.
+func (l *Listener) place(c *connection, toOwn connState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.reset()
+		return
+	}
+	if l.open.total >= l.limits.MaxConns {
+		victim := l.givesWay(c.address, toOwn)
+		if victim == nil {
+			c.reset()
+			return
+		}
+		l.open.remove(victim.address, victim)
+		l.setState(victim, connClosed)
+		victim.reset()
+	}
+	l.open.add(c.address, c)
+	l.inFlight.Add(1)
+	l.startHandshake(c)
+}
+
+// release frees c's place, if it still holds one.
+func (l *Listener) release(c *connection) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setState(c, connClosed)
+	l.open.remove(c.address, c)
+}
+
+// wakeAcceptLoop wakes the accept loop once a handshake has left the gate,
+// which may no longer be crowded (yieldToOwn).
+func (l *Listener) wakeAcceptLoop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.room.Broadcast()
+}
+
+// Close stops accepting TCP connections. Those that hold a place still reach
+// Accept once their handshake is done: their client has sent its request,
+// or is sending it.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.room.Broadcast()
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// ConnState is the ConnState hook of l's http.Server, called as each connection changes state.
+func (l *Listener) ConnState(conn net.Conn, state http.ConnState) {
+	tlsConn, ok := conn.(*tls.Conn)
+	if !ok {
+		return
+	}
+	c, ok := tlsConn.NetConn().(*connection)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setState(c, fromHTTP[state])
+}
+
+// fromHTTP is the connState of each http.ConnState that ConnState is given.
+var fromHTTP = map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
+	http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}
+
+// setState records c's state, and wakes the accept loop: c may now give way (full).
+func (l *Listener) setState(c *connection, state connState) {
+	c.state = state
+	l.room.Broadcast()
+}
+
+// sentByte records that c has sent its first byte.
+func (l *Listener) sentByte(c *connection) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.state == connSilent {
+		l.setState(c, connHandshake)
+	}
+}
+
+// WaitForRequests returns once every connection served has sent a
+// request or closed, or when ctx ends.
+func (l *Listener) WaitForRequests(ctx context.Context) {
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, held := range l.open.byAddress {
+			if slices.ContainsFunc(held, func(c *connection) bool { return c.state == connNew }) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// connection is a connection Listener counts until it is closed.
+type connection struct {
+	net.Conn
+	listener *Listener
+	address  string
+	state    connState
+	// first is what handshake read before the handshake, to be read again.
+	first []byte
+}
+
+func (c *connection) Read(p []byte) (int, error) {
+	if len(c.first) == 0 {
+		return c.Conn.Read(p)
+	}
+	n := copy(p, c.first)
+	c.first = c.first[n:]
+	return n, nil
+}
+
+// reset closes c with a reset, which the kernel frees at once, unlike the
+// FINs of an orderly close.
+func (c *connection) reset() {
+	if tcp, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	_ = c.Conn.Close()
+}
+
+func (c *connection) Close() error {
+	c.listener.release(c)
+	return c.Conn.Close()
+}
+
+// ClientAddress is the address part of a remote address: the client's IP.
+func ClientAddress(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
+}

@@ -1,0 +1,215 @@
+package conns
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// giveWayOrder ranks the states of the connections that do nothing for
+// their client, in the order they give way (givesWay): first what has sent
+// no byte, then what is served and has sent no request, then a handshake
+// that waits or runs, then one idle between requests. A connection
+// carrying a request never gives way.
+var giveWayOrder = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3, connIdle: 4}
+
+// givesWay is the port's one rule, the gate's too: when every place is
+// taken, the address holding the most gives way. It loses first what does
+// no work: a connection that has sent no byte since its accept. To a
+// newcomer from a lighter address it then loses one whose handshake is
+// done and that has sent no request, then one whose handshake waits or is
+// under way, then one idle between requests, the oldest among equals, and
+// only then its oldest, if it would still hold more. To its own, nothing
+// beyond toOwn, never one idle, which its client may be sending on. One
+// served whose client has sent bytes not read yet (a peek) carries a
+// request, and stays. nil: nobody gives way, and the newcomer is reset.
+func (l *Listener) givesWay(newcomer string, toOwn connState) *connection {
+	heaviest := l.open.heaviest()
+	held := l.open.byAddress[heaviest]
+	most := len(giveWayOrder)
+	if heaviest == newcomer {
+		most = giveWayOrder[toOwn]
+	}
+	var victim *connection
+	for _, c := range held {
+		if rank := giveWayOrder[c.state]; rank > 0 && rank <= most && (victim == nil || rank < giveWayOrder[victim.state]) &&
+			(!c.state.served() || !hasUnreadBytes(c.Conn)) {
+			victim = c
+		}
+	}
+	if victim == nil && heaviest != newcomer && len(held) > l.open.count(newcomer)+1 {
+		victim = held[0]
+	}
+	return victim
+}
+
+// full says whether one address holds every place and none of them would
+// give way to another of its, by toOwn: the next connection, likely its,
+// would be reset, so the kernel's backlog keeps it, in order, until one would.
+func (l *Listener) full(toOwn connState) bool {
+	return !l.closed && l.open.total >= l.limits.MaxConns && len(l.open.byAddress) == 1 && l.givesWay(l.open.heaviest(), toOwn) == nil
+}
+
+// yieldToOwn is the last state, in giveWayOrder, in which a connection
+// gives way to a newcomer of its own address: one served with no request
+// too once no handshake waits for a place, so that the newcomer's handshake
+// can start at once. The accept loop decides it before the accept, and the
+// newcomer is placed by it.
+func (l *Listener) yieldToOwn() connState {
+	if l.handshakes.crowded() {
+		return connSilent
+	}
+	return connNew
+}
+
+var errGateTimeout = errors.New("no place came free in time")
+
+// NewGate returns a gate of max places.
+func NewGate(max int) *Gate { return &Gate{max: max} }
+
+// Gate lets at most max holders run at once, TLS handshakes or reviews
+// being decided, and the others wait, each until its deadline, by the
+// port's one rule (givesWay, docs/RELIABILITY.md): a freed place goes to
+// the waiter whose address runs the fewest, the oldest among equals. The
+// waiters are bounded by what they hold, a connection (MaxConns) and a
+// body (MaxBufferedBytes). Nothing is preempted: a holder's own deadline
+// bounds it.
+type Gate struct {
+	max int
+
+	mu      sync.Mutex
+	running shares[*Ticket]
+	waiting shares[*Ticket]
+	// queued numbers the tickets in the order they queued.
+	queued uint64
+}
+
+// Ticket is one holder's place in a gate, waiting or running.
+type Ticket struct {
+	address string
+	number  uint64
+	// let, of a ticket that waits, is closed once it runs.
+	let chan struct{}
+}
+
+// Enter waits until a place is free for address, and returns the ticket to
+// leave it with, or errGateTimeout once deadline passed.
+func (g *Gate) Enter(address string, deadline time.Time) (*Ticket, error) {
+	t := g.queue(address)
+	return t, g.wait(t, deadline)
+}
+
+// queue gives address a place if one is free and nobody waits, or queues it.
+func (g *Gate) queue(address string) *Ticket {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.queued++
+	t := &Ticket{address: address, number: g.queued}
+	if g.running.total < g.max && g.waiting.total == 0 {
+		g.running.add(address, t)
+		return t
+	}
+	t.let = make(chan struct{})
+	g.waiting.add(address, t)
+	return t
+}
+
+// wait returns once t runs, or errGateTimeout once deadline passed.
+func (g *Gate) wait(t *Ticket, deadline time.Time) error {
+	if t.let == nil {
+		return nil
+	}
+	select {
+	case <-t.let:
+		return nil
+	case <-time.After(time.Until(deadline)):
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.waiting.remove(t.address, t) {
+		return errGateTimeout
+	}
+	return nil // let in as the deadline passed
+}
+
+// Holders says how many of address's holders run and how many wait; the
+// empty address counts everyone's.
+func (g *Gate) Holders(address string) (running, waiting int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if address == "" {
+		return g.running.total, g.waiting.total
+	}
+	return g.running.count(address), g.waiting.count(address)
+}
+
+// crowded says whether anyone waits for a place.
+func (g *Gate) crowded() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting.total > 0
+}
+
+// Leave gives t's place to the waiter whose address runs the fewest.
+func (g *Gate) Leave(t *Ticket) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running.remove(t.address, t)
+	for g.running.total < g.max && g.waiting.total > 0 {
+		var next *Ticket
+		for address, waiting := range g.waiting.byAddress {
+			if next == nil || g.running.count(address) < g.running.count(next.address) ||
+				g.running.count(address) == g.running.count(next.address) && waiting[0].number < next.number {
+				next = waiting[0]
+			}
+		}
+		g.waiting.remove(next.address, next)
+		g.running.add(next.address, next)
+		close(next.let)
+	}
+}
+
+// shares is what each client address holds, oldest first.
+type shares[T comparable] struct {
+	byAddress map[string][]T
+	total     int
+}
+
+func (s *shares[T]) add(address string, t T) {
+	if s.byAddress == nil {
+		s.byAddress = map[string][]T{}
+	}
+	s.byAddress[address] = append(s.byAddress[address], t)
+	s.total++
+}
+
+// remove removes t, and says whether it was held.
+func (s *shares[T]) remove(address string, t T) bool {
+	held := s.byAddress[address]
+	i := slices.Index(held, t)
+	if i < 0 {
+		return false
+	}
+	if held = slices.Delete(held, i, i+1); len(held) == 0 {
+		delete(s.byAddress, address)
+	} else {
+		s.byAddress[address] = held
+	}
+	s.total--
+	return true
+}
+
+// count is how many address holds.
+func (s *shares[T]) count(address string) int { return len(s.byAddress[address]) }
+
+// heaviest is the address holding the most; the smaller among equals.
+func (s *shares[T]) heaviest() (address string) {
+	most := 0
+	for a, held := range s.byAddress {
+		if len(held) > most || len(held) == most && a < address {
+			address, most = a, len(held)
+		}
+	}
+	return address
+}
