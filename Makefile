@@ -194,6 +194,14 @@ CHART_DIR ?= charts/flyte-mpi-webhook
 test-chart: kustomize chart-docs-check chart-sync-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
 	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 ./... $(TEST_CHART_ARGS)
 
+# The Kubernetes versions make test-versions runs: the newest patch of each minor from 1.32 on
+# (hack/envtest/releases holds a module for each but the newest, hack/envtest's).
+TEST_VERSIONS ?= 1.32.13 1.33.13 1.34.4 1.35.4 1.36.3 1.37.2
+
+.PHONY: test-versions
+test-versions: kustomize ## Run the envtest suite and the chart's install, upgrade, uninstall against kube-apiserver of each Kubernetes version in TEST_VERSIONS (1.32 to 1.37); print one table (docs/COMPATIBILITY.md).
+	MPIJOB_CRD_V1="$(MPIJOB_CRD_V1)" MPIJOB_CRD_V2BETA1="$(MPIJOB_CRD_V2BETA1)" TEST_VERSIONS="$(TEST_VERSIONS)" GO="$(GO)" hack/test-versions.sh
+
 .PHONY: chart-sync
 chart-sync: ## Copy the admission policies' CEL, and the webhook's matchConditions beside them, from config/ into the chart's files/policy, which its templates read.
 	hack/chart-sync.sh

@@ -209,11 +209,16 @@ func policyCases() []policyCase {
 	)
 }
 
+// PolicyLabel marks the specs that need the v1 MutatingAdmissionPolicy
+// (Kubernetes 1.36 on): make test-versions leaves them out on older API
+// servers with -ginkgo.label-filter='!policy'.
+const PolicyLabel = "policy"
+
 // describePolicy declares the specs of the admission policies: every job
 // stored through the policy alone, and through the policy and the webhook
 // together, is stored as the webhook alone stores it.
 func describePolicy(s *spec) bool {
-	return Describe("the admission policies, against the webhook", Ordered, func() {
+	return Describe("the admission policies, against the webhook", Ordered, Label(PolicyLabel), func() {
 		clients := map[string]client.Client{}
 		recorders := map[string]*framework.WarningRecorder{}
 

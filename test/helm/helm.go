@@ -54,6 +54,11 @@ func Render(values map[string]any, apiVersions ...string) (*manifests.Manifests,
 
 // RenderChart is Render for the chart in dir, such as an older release's.
 func RenderChart(dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
+	return renderOn(&KubeVersion, dir, values, apiVersions...)
+}
+
+// renderOn is RenderChart on a cluster of Kubernetes kubeVersion.
+func renderOn(kubeVersion *chartutil.KubeVersion, dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
 	chart, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)
@@ -61,7 +66,7 @@ func RenderChart(dir string, values map[string]any, apiVersions ...string) (*man
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	install.ClientOnly, install.DryRun = true, true
 	install.ReleaseName, install.Namespace = ReleaseName, Namespace
-	install.KubeVersion = &KubeVersion
+	install.KubeVersion = kubeVersion
 	install.APIVersions = apiVersions
 	rel, err := install.Run(chart, values)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 
@@ -437,5 +438,40 @@ func TestRenderGeneratesOneCertificate(t *testing.T) {
 	if err := verifyServing(ca, got["Secret/flyte-mpi-webhook-webhook-server-cert {.data.tls\\.crt}"],
 		fmt.Sprintf("flyte-mpi-webhook-webhook-service.%s.svc", Namespace)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRenderKubeVersion holds the chart's kubeVersion to the oldest
+// Kubernetes that make test-versions runs: on 1.31 Helm refuses it with its
+// own message, from 1.32 on it renders, managed clusters' versions included.
+func TestRenderKubeVersion(t *testing.T) {
+	dir, err := ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		version string
+		renders bool
+	}{
+		{"v1.31.0", false},
+		{"v1.31.14-eks-3abbec1", false},
+		{"v1.32.0", true},
+		{"v1.32.9-eks-113cf36", true},
+		{"v1.34.1-gke.1829001", true},
+		{KubeVersion.Version, true},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			kubeVersion, err := chartutil.ParseKubeVersion(tc.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = renderOn(kubeVersion, dir, withImage())
+			switch {
+			case tc.renders && err != nil:
+				t.Errorf("does not render on %s: %v", tc.version, err)
+			case !tc.renders && (err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.32.0-0 which is incompatible with Kubernetes v1.31")):
+				t.Errorf("on %s: %v; want Helm's kubeVersion refusal", tc.version, err)
+			}
+		})
 	}
 }
