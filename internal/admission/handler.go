@@ -141,17 +141,12 @@ func (h *Handler) decide(req *admissionv1.AdmissionRequest, job *mutate.Job, job
 	return mutate.Decide(job, h.opts)
 }
 
-// outcomeMalformed is the outcome of a request whose object cannot be
-// given to Decide: it is refused as a bad request, and counted beside
-// Decide's outcomes.
-const outcomeMalformed mutate.Outcome = "malformed"
-
 // skipped is the decision on a request that is no MPIJob creation.
 var skipped = mutate.Decision{Outcome: mutate.OutcomeSkippedNotFlyte, Source: mutate.SourceNone, Container: -1}
 
 // malformed is the decision on a request whose object err says cannot be read.
 func malformed(err error) mutate.Decision {
-	return mutate.Decision{Outcome: outcomeMalformed, Source: mutate.SourceNone, Container: -1, Err: err}
+	return mutate.Decision{Outcome: mutate.OutcomeMalformed, Source: mutate.SourceNone, Container: -1, Err: err}
 }
 
 // answer is the response to req that carries decision d.
@@ -160,7 +155,7 @@ func answer(d mutate.Decision, req *admissionv1.AdmissionRequest) admissionv1.Ad
 	switch d.Outcome {
 	case mutate.OutcomeDeniedInvalid:
 		resp = invalid(d.Err, req)
-	case outcomeMalformed:
+	case mutate.OutcomeMalformed:
 		resp = errored(http.StatusBadRequest, d.Err)
 		resp.Result.Reason = metav1.StatusReasonBadRequest
 	case mutate.OutcomeMutated:

@@ -29,6 +29,9 @@ const (
 	OutcomeDeniedInvalid Outcome = "denied_invalid"
 	// OutcomeWarnedInvalid: an annotation is invalid and the MPIJob is admitted unchanged, with a warning.
 	OutcomeWarnedInvalid Outcome = "warned_invalid"
+	// OutcomeMalformed: not Decide's but its caller's, for a request whose object it cannot give Decide
+	// (none, or of another kind than the request's); refused as a bad request.
+	OutcomeMalformed Outcome = "malformed"
 )
 
 // Decision is the result of Decide.
