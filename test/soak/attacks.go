@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -40,7 +41,7 @@ var (
 	ctlBytes    = flag.Int("control-bytes", 64<<10, "control-bytes: size of the worker-spec-command annotation made of control bytes")
 	ctlClients  = flag.Int("control-clients", 8, "control-bytes: clients posting it back to back")
 	handshakers = flag.Int("handshakers", 1000, "handshake-flood: clients each doing full TLS handshakes and closing, back to back")
-	idleN       = flag.Int("idle-conns", 1100, "fd-limit: TLS connections held idle, more than the webhook's -nofile leaves it")
+	idleN       = flag.Int("idle-conns", 1100, "fd-limit, idle-keepalive: TLS connections held idle, more than the webhook's -nofile leaves it")
 	labelKeys   = flag.Int("label-keys", 30000, "many-labels: label keys in the review, beside the ones the selector reads")
 	labelClient = flag.Int("label-clients", 32, "many-labels: clients posting it back to back")
 	readerConns = flag.Int("reader-conns", 32, "slow-reader: TLS connections that post a review and never read its answer")
@@ -76,6 +77,35 @@ func idleConns(ctx context.Context, w *webhook) string {
 		})
 	})
 	return fmt.Sprintf("%d idle TLS connections: %d were closed by the webhook and opened again, %d failed", *idleN, opened, failed)
+}
+
+// idleKeepAlive holds -idle-conns TLS connections that each post one Flyte
+// review, read its answer, and then stay idle, kept alive, as a client's
+// connection pool parks them; each is opened again when closed.
+func idleKeepAlive(ctx context.Context, w *webhook) string {
+	var answered atomic.Int64
+	review := flyteReview() // the Flyte reviews' own
+	request := fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		strings.TrimPrefix(w.url, "https://"+w.address), len(review), review)
+	opened, failed := repeat(ctx, *idleN, func() error {
+		return holdTLS(ctx, w, func(conn net.Conn) error {
+			if _, err := conn.Write(request); err != nil {
+				return err
+			}
+			reader := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(reader, nil)
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			answered.Add(1)
+			_, _ = io.Copy(io.Discard, reader) // idle until the webhook closes it
+			return nil
+		})
+	})
+	return fmt.Sprintf("%d TLS connections, each one review answered then idle: %d reviews answered, %d connections closed by the webhook and opened again, %d failed",
+		*idleN, answered.Load(), opened, failed)
 }
 
 // manyLabels posts a review whose labels hold -label-keys keys beside the

@@ -69,6 +69,7 @@ var scenarios = []scenario{
 	{name: "control-bytes", attack: controlBytes},
 	{name: "handshake-flood", attack: handshakeFlood},
 	{name: "fd-limit", attack: idleConns},
+	{name: "idle-keepalive", attack: idleKeepAlive},
 	{name: "many-labels", attack: manyLabels},
 }
 
@@ -227,9 +228,10 @@ var sameTargets = map[string]struct {
 	keptAlive, fresh float64
 	p99              bool
 }{
-	"fd-limit":     {keptAlive: 0.99, fresh: 0.99, p99: true},
-	"silent-conns": {keptAlive: 0.99},
-	"silent-half":  {keptAlive: 0.99, fresh: 0.99},
+	"fd-limit":       {keptAlive: 0.99, fresh: 0.99, p99: true},
+	"idle-keepalive": {keptAlive: 0.99, fresh: 0.99, p99: true},
+	"silent-conns":   {keptAlive: 0.99},
+	"silent-half":    {keptAlive: 0.99, fresh: 0.99},
 }
 
 // checkTargets records the targets r missed.

@@ -17,8 +17,9 @@
 //	connIdle       kept alive between requests                     ConnState (http.StateIdle)
 //	connClosed     holds no place                                  ConnState (closed, hijacked), release, place (gave way)
 //
-// When every place is taken, the order in which connections give way is
-// policy.go's giveWayOrder; docs/RELIABILITY.md has why.
+// setState records each move, and since when. When every place is taken,
+// the order in which connections give way is policy.go's giveWayOrder;
+// docs/RELIABILITY.md has why.
 package conns
 
 import "time"
@@ -52,6 +53,11 @@ type Limits struct {
 	HandshakeTimeout time.Duration
 	// MaxClientHelloBytes bounds a ClientHello, where crypto/tls would buffer up to 64 KiB for each connection.
 	MaxClientHelloBytes int
+	// QuietFloor is how long a served connection must have sent no request (served and none yet, or
+	// idle between two) before it gives way to a newcomer of its own address: far above the time a
+	// client takes to send its request once served, and the gap between two reviews on a busy API
+	// server's connection, so that the one closed is a parked one (make soak's idle-keepalive).
+	QuietFloor time.Duration
 }
 
 // defaultLimits are the bounds the webhook runs with: with the probe and
@@ -62,6 +68,7 @@ var defaultLimits = Limits{
 	SlowHandshake:       time.Second,
 	HandshakeTimeout:    5 * time.Second, // internal/server's ReadHeaderTimeout
 	MaxClientHelloBytes: 16 << 10,
+	QuietFloor:          250 * time.Millisecond,
 }
 
 // DefaultLimits returns the bounds the webhook runs with.

@@ -30,8 +30,9 @@ type Listener struct {
 
 	config     *tls.Config
 	handshakes *Gate
-	// startHandshake is go handshake, or the tests' own.
+	// startHandshake is go handshake, and now time.Now, or the tests' own.
 	startHandshake func(*connection)
+	now            func() time.Time
 	// inFlight counts the handshakes not done; done carries those done to
 	// Accept, and is closed once the TCP listener is and none is in flight.
 	inFlight sync.WaitGroup
@@ -55,6 +56,7 @@ func newListener(inner net.Listener, config *tls.Config, limits Limits) *Listene
 	l := &Listener{Listener: inner, limits: limits, config: config, handshakes: NewGate(limits.MaxHandshakes),
 		done: make(chan net.Conn)}
 	l.startHandshake = func(c *connection) { go l.handshake(c) }
+	l.now = time.Now
 	l.room.L = &l.mu
 	return l
 }
@@ -71,7 +73,14 @@ func (l *Listener) acceptInner() {
 		l.mu.Lock()
 		toOwn := l.yieldToOwn()
 		for l.full(toOwn) {
-			l.room.Wait()
+			// An idle connection may give way once it has been idle long enough: wake then too.
+			if after, ok := l.untilQuietGivesWay(); ok {
+				wake := time.AfterFunc(max(after, 10*time.Millisecond), l.wakeAcceptLoop)
+				l.room.Wait()
+				wake.Stop()
+			} else {
+				l.room.Wait()
+			}
 			toOwn = l.yieldToOwn()
 		}
 		l.mu.Unlock()
@@ -176,7 +185,7 @@ var fromHTTP = map[http.ConnState]connState{http.StateNew: connNew, http.StateAc
 
 // setState records c's state, and wakes the accept loop: c may now give way (full).
 func (l *Listener) setState(c *connection, state connState) {
-	c.state = state
+	c.state, c.since = state, l.now()
 	l.room.Broadcast()
 }
 
@@ -210,6 +219,8 @@ type connection struct {
 	listener *Listener
 	address  string
 	state    connState
+	// since is when it entered its state.
+	since time.Time
 	// first is what handshake read before the handshake, to be read again.
 	first []byte
 }

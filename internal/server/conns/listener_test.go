@@ -79,7 +79,8 @@ func (c *closeRecorder) Close() error { c.closed = true; return nil }
 // and whether the port would accept the next (full).
 func TestFairListenerPlaces(t *testing.T) {
 	type step struct {
-		arrives, closes string // a connection's name: its address's letter and its number
+		after           time.Duration // the clock moves on by it before the step
+		arrives, closes string        // a connection's name: its address's letter and its number
 		// doing is what the connection that arrives does from then on: "" is
 		// work (a request), else silent, handshake, new or idle.
 		doing    string
@@ -121,7 +122,7 @@ func TestFairListenerPlaces(t *testing.T) {
 		{"no request yet: one served gives way before one whose handshake waits or is under way", 3, false, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
-			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
+			{arrives: "a3", doing: "new", admitted: []string{"a3"}, full: true},
 			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a3"}},
 			{arrives: "b2", admitted: []string{"b2"}, closed: []string{"a2", "a3"}},
 			{arrives: "b3", closed: []string{"a2", "a3", "b3"}},
@@ -134,13 +135,30 @@ func TestFairListenerPlaces(t *testing.T) {
 			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a4"}, full: true},
 			{arrives: "a6", closed: []string{"a4", "a6"}, full: true},
 		}},
-		{"with no handshake waiting, its own newcomer takes one served with no request, never one idle", 3, false, []step{
+		{"with no handshake waiting, its own newcomer takes one served with no request for QuietFloor, then one idle as long", 3, false, []step{
 			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
 			{arrives: "a2", doing: "handshake", admitted: []string{"a2"}},
-			{arrives: "a3", doing: "new", admitted: []string{"a3"}},
-			{arrives: "a4", doing: "new", admitted: []string{"a4"}, closed: []string{"a3"}},
-			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a3", "a4"}, full: true},
-			{arrives: "a6", closed: []string{"a3", "a4", "a6"}, full: true},
+			{arrives: "a3", doing: "new", admitted: []string{"a3"}, full: true},
+			{after: 250 * time.Millisecond, arrives: "a4", doing: "new", admitted: []string{"a4"}, closed: []string{"a3"}},
+			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a1", "a3"}, full: true},
+			{arrives: "a6", closed: []string{"a1", "a3", "a6"}, full: true},
+		}},
+		{"holding every place, its own newcomer takes the place of the one idle the longest, idle for QuietFloor", 4, false, []step{
+			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
+			{after: 100 * time.Millisecond, arrives: "a2", doing: "idle", admitted: []string{"a2"}},
+			{arrives: "a3", admitted: []string{"a3"}},
+			{arrives: "a4", admitted: []string{"a4"}, full: true},
+			{after: 149 * time.Millisecond, full: true},
+			{after: time.Millisecond, full: false},
+			{arrives: "a5", admitted: []string{"a5"}, closed: []string{"a1"}, full: true},
+			{arrives: "a6", closed: []string{"a1", "a6"}, full: true},
+			{after: 100 * time.Millisecond, arrives: "a7", admitted: []string{"a7"}, closed: []string{"a1", "a2", "a6"}, full: true},
+		}},
+		{"with a second address, the idle rule is not the newcomer's: the heavier gives way as before", 2, false, []step{
+			{arrives: "a1", doing: "idle", admitted: []string{"a1"}},
+			{arrives: "a2", admitted: []string{"a2"}, full: true},
+			{arrives: "b1", admitted: []string{"b1"}, closed: []string{"a1"}},
+			{after: time.Hour, arrives: "a3", closed: []string{"a1", "a3"}},
 		}},
 		{"a connection at work is not the victim while its address holds one doing nothing", 3, false, []step{
 			{arrives: "a1", admitted: []string{"a1"}},
@@ -154,6 +172,8 @@ func TestFairListenerPlaces(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newListener(nil, nil, DefaultLimits())
 			l.limits.MaxConns = tt.max
+			now := time.Unix(0, 0)
+			l.now = func() time.Time { return now }
 			if tt.crowded {
 				l.handshakes = &Gate{}
 				l.handshakes.queue("10.0.0.h")
@@ -163,10 +183,12 @@ func TestFairListenerPlaces(t *testing.T) {
 			conns := map[string]*connection{}
 			recorders := map[string]*closeRecorder{}
 			for i, step := range tt.steps {
+				now = now.Add(step.after)
 				if step.arrives != "" {
 					recorders[step.arrives] = &closeRecorder{}
 					conns[step.arrives] = &connection{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
-						state: map[string]connState{"": connActive, "silent": connSilent, "handshake": connHandshake, "new": connNew, "idle": connIdle}[step.doing]}
+						state: map[string]connState{"": connActive, "silent": connSilent, "handshake": connHandshake, "new": connNew, "idle": connIdle}[step.doing],
+						since: now}
 					l.place(conns[step.arrives], l.yieldToOwn())
 				}
 				if step.closes != "" {

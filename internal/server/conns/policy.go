@@ -21,9 +21,12 @@ var giveWayOrder = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3
 // done and that has sent no request, then one whose handshake waits or is
 // under way, then one idle between requests, the oldest among equals, and
 // only then its oldest, if it would still hold more. To its own, nothing
-// beyond toOwn, never one idle, which its client may be sending on. One
-// served whose client has sent bytes not read yet (a peek) carries a
-// request, and stays. nil: nobody gives way, and the newcomer is reset.
+// beyond toOwn, and one served only once it has sent no request for
+// QuietFloor; when it holds every place, then the one idle the longest, as
+// long: a pool that carries traffic reuses its connections far sooner, a
+// parked flood does not (nginx's ngx_drain_connections). One served whose
+// client has sent bytes not read yet (a peek) carries a request, and
+// stays. nil: nobody gives way, and the newcomer is reset.
 func (l *Listener) givesWay(newcomer string, toOwn connState) *connection {
 	heaviest := l.open.heaviest()
 	held := l.open.byAddress[heaviest]
@@ -33,15 +36,50 @@ func (l *Listener) givesWay(newcomer string, toOwn connState) *connection {
 	}
 	var victim *connection
 	for _, c := range held {
+		if heaviest == newcomer && c.state == connNew && l.now().Sub(c.since) < l.limits.QuietFloor {
+			continue // served a moment ago: its first request is on its way
+		}
 		if rank := giveWayOrder[c.state]; rank > 0 && rank <= most && (victim == nil || rank < giveWayOrder[victim.state]) &&
 			(!c.state.served() || !hasUnreadBytes(c.Conn)) {
 			victim = c
 		}
 	}
-	if victim == nil && heaviest != newcomer && len(held) > l.open.count(newcomer)+1 {
+	switch {
+	case victim != nil:
+	case heaviest != newcomer && len(held) > l.open.count(newcomer)+1:
 		victim = held[0]
+	case heaviest == newcomer && len(held) == l.open.total:
+		victim = l.idleLongest(held)
 	}
 	return victim
+}
+
+// idleLongest is the connection of held idle the longest, if it has been
+// idle for QuietFloor and its client is not sending on it.
+func (l *Listener) idleLongest(held []*connection) *connection {
+	var longest *connection
+	for _, c := range held {
+		if c.state == connIdle && (longest == nil || c.since.Before(longest.since)) {
+			longest = c
+		}
+	}
+	if longest == nil || l.now().Sub(longest.since) < l.limits.QuietFloor || hasUnreadBytes(longest.Conn) {
+		return nil
+	}
+	return longest
+}
+
+// untilQuietGivesWay is how long until the connection of the heaviest
+// address that has sent no request the longest may give way to its own;
+// false when none is served and quiet.
+func (l *Listener) untilQuietGivesWay() (time.Duration, bool) {
+	var since time.Time
+	for _, c := range l.open.byAddress[l.open.heaviest()] {
+		if (c.state == connIdle || c.state == connNew) && (since.IsZero() || c.since.Before(since)) {
+			since = c.since
+		}
+	}
+	return l.limits.QuietFloor - l.now().Sub(since), !since.IsZero()
 }
 
 // full says whether one address holds every place and none of them would
