@@ -129,7 +129,8 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	}
 
 	address := net.JoinHostPort(s.Options.Host, strconv.Itoa(s.Options.Port))
-	listener, err := conns.Listen(address, s.tls, conns.DefaultLimits())
+	limits := conns.DefaultLimits()
+	listener, err := conns.Listen(address, s.tls, limits)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", address, err)
 	}
@@ -148,7 +149,8 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
 	s.serving.Store(true)
-	log.Info("serving", "address", address, "clientCAName", s.Options.ClientCAName, "shutdownDrain", s.config.ShutdownDrain)
+	log.Info("serving", "address", address, "clientCAName", s.Options.ClientCAName, "shutdownDrain", s.config.ShutdownDrain,
+		"connectionLimits", limits)
 
 	select {
 	case err := <-served:
