@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func (h *Handler) readReview(r *http.Request) (*review, *refusal) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, &refusal{http.StatusBadRequest, errors.New("request body is empty"), "bad request"}
 	}
-	body, err := readBody(r.Body)
+	body, err := readBody(r)
 	switch {
 	case errors.Is(err, errTooLarge):
 		return nil, &refusal{http.StatusRequestEntityTooLarge, err, "unable to read the body from the incoming request; limit reached"}
@@ -89,19 +90,21 @@ func (h *Handler) readReview(r *http.Request) (*review, *refusal) {
 // errTooLarge is readBody's error for a body of maxBodyBytes or more.
 var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", maxBodyBytes)
 
-// readBody returns body's bytes: as they are when internal/server has read
-// them whole, or else read here, within maxBodyBytes.
-func readBody(body io.ReadCloser) ([]byte, error) {
-	if whole, ok := body.(interface{ Bytes() []byte }); ok {
+// readBody returns r's body: as it is when internal/server has read it
+// whole, or else read here, within maxBodyBytes, in one allocation of its
+// Content-Length.
+func readBody(r *http.Request) ([]byte, error) {
+	if whole, ok := r.Body.(interface{ Bytes() []byte }); ok {
 		return whole.Bytes(), nil
 	}
-	defer body.Close()
-	limited := &io.LimitedReader{R: body, N: maxBodyBytes}
-	b, err := io.ReadAll(limited)
-	if err == nil && limited.N <= 0 {
+	defer r.Body.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(min(max(r.ContentLength, 0), maxBodyBytes)) + bytes.MinRead) // MinRead: room for ReadFrom's EOF
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxBodyBytes))
+	if err == nil && buf.Len() >= maxBodyBytes {
 		err = errTooLarge
 	}
-	return b, err
+	return buf.Bytes(), err
 }
 
 // errNotReviewOfObject is decodeReview's error for a body that decodes, but

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -124,17 +126,22 @@ func (wholeBody) Close() error { return nil }
 // TestReadBodyOnce checks that readBody takes a body read whole as it is,
 // and reads any other within maxBodyBytes.
 func TestReadBodyOnce(t *testing.T) {
+	request := func(body io.Reader) *http.Request {
+		return httptest.NewRequest(http.MethodPost, Path, body)
+	}
 	whole := []byte(`{"kind":"AdmissionReview"}`)
 	held := wholeBody{bytes.NewReader(whole)}
-	got, err := readBody(held)
+	r := request(nil)
+	r.Body = held
+	got, err := readBody(r)
 	if err != nil || string(got) != string(whole) || held.Len() != len(whole) {
 		t.Errorf("readBody(a whole body) = %q, %v, with %d of %d bytes left unread; want it as it is, unread",
 			got, err, held.Len(), len(whole))
 	}
-	if got, err := readBody(io.NopCloser(bytes.NewReader(whole))); err != nil || string(got) != string(whole) {
+	if got, err := readBody(request(bytes.NewReader(whole))); err != nil || string(got) != string(whole) {
 		t.Errorf("readBody = %q, %v; want %q", got, err, whole)
 	}
-	if _, err := readBody(io.NopCloser(bytes.NewReader(make([]byte, maxBodyBytes)))); !errors.Is(err, errTooLarge) {
+	if _, err := readBody(request(bytes.NewReader(make([]byte, maxBodyBytes)))); !errors.Is(err, errTooLarge) {
 		t.Errorf("readBody(%d bytes) = %v; want errTooLarge", maxBodyBytes, err)
 	}
 }
