@@ -101,8 +101,12 @@ func documentedReleases(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	var releases []string
+	section := ""
 	for _, line := range strings.Split(string(b), "\n") {
-		if m := documentedRow.FindStringSubmatch(line); m != nil {
+		if strings.HasPrefix(line, "## ") {
+			section = line
+		}
+		if m := documentedRow.FindStringSubmatch(line); m != nil && section == "## Flyte rows" {
 			releases = append([]string{"v" + m[1]}, releases...) // the table lists the newest first
 		}
 	}
