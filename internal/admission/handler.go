@@ -67,7 +67,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv, refused := h.readReview(r)
 	if refused != nil {
 		h.log.Error(refused.err, refused.why)
-		rv = &review{answer: errored(refused.code, refused.err)} // in no review: the body was none
+		rv = &review{answer: errored(refused.code, refused.err)} // written untyped: the body was no review
 	} else {
 		rv.answer = h.review(rv.request, rv.job, rv.jobErr)
 	}
