@@ -272,6 +272,14 @@ func namedContainer(r *ReplicaSpec, name string) int {
 	return slices.IndexFunc(r.Template.Spec.Containers, func(c Container) bool { return c.Name == name })
 }
 
+// words returns the strings of a command or args field; nil when absent.
+func words(list *[]string) []string {
+	if list == nil {
+		return nil
+	}
+	return *list
+}
+
 // placeCommand splits the worker command between a container's command and args.
 func placeCommand(command []string, mode InjectMode) (cmd, args []string) {
 	switch mode {

@@ -103,14 +103,6 @@ func (r *ReplicaSpec) mpiContainer() *Container {
 	return &r.Template.Spec.Containers[0]
 }
 
-// words returns the strings of a command or args field; nil when absent.
-func words(list *[]string) []string {
-	if list == nil {
-		return nil
-	}
-	return *list
-}
-
 // Field paths of what Decide reads and patches; both MPIJob versions share them.
 var (
 	replicaSpecsField     = field.NewPath("spec", "mpiReplicaSpecs")
