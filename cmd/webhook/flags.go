@@ -14,7 +14,7 @@ import (
 // bindServerFlags binds the flags of the server's Config, kubebuilder's names.
 func bindServerFlags(fs *flag.FlagSet, c *server.Config) {
 	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir,
-		"directory holding tls.crt and tls.key, reloaded when they change (default: the system temp dir's k8s-webhook-server/serving-certs)")
+		"directory holding tls.crt and tls.key, reloaded when they change")
 	fs.StringVar(&c.ClientCAName, "client-ca-name", c.ClientCAName,
 		"name of a file in --cert-dir holding the PEM certificates of the CA that signed the API server's client certificate "+
 			"(its admission kubeconfig's); when set, a client without a certificate it signed is refused at the TLS handshake, "+

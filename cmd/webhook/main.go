@@ -88,7 +88,7 @@ func readInput(file string, stdin io.Reader) ([]byte, error) {
 	case "":
 		return nil, errors.New("-f is required (- reads standard input)")
 	case "-":
-		return io.ReadAll(io.LimitReader(stdin, server.MaxBodyBytes))
+		return io.ReadAll(io.LimitReader(stdin, server.DefaultLimits().MaxBodyBytes))
 	}
 	return os.ReadFile(file)
 }

@@ -14,11 +14,11 @@ import (
 // TestProbeServerBoundsHeaders checks that the probe and metrics ports refuse
 // headers above MaxProbeHeaderBytes and still answer a probe.
 func TestProbeServerBoundsHeaders(t *testing.T) {
-	l, err := listen("127.0.0.1:0", MaxProbeConns)
+	l, err := listen("127.0.0.1:0", DefaultLimits().MaxProbeConns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := probeServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }), logr.Discard())
+	srv := probeServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }), DefaultLimits(), logr.Discard())
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	for _, tt := range []struct {

@@ -20,12 +20,12 @@ import (
 const DefaultShutdownDrain = 15 * time.Second
 
 // ShutdownTimeout bounds the wait, after the drain, for the requests in
-// flight: none takes longer than WriteTimeout.
+// flight: none takes longer than Limits.WriteTimeout.
 const ShutdownTimeout = 10 * time.Second
 
 // drain serves on, unready, for the drain, then stops accepting
 // connections and finishes the requests in flight.
-func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Server, listener *conns.Listener, served <-chan error) error {
+func (s *webhookServer) drain(ctx context.Context, log logr.Logger, srv *http.Server, listener *conns.Listener, served <-chan error) error {
 	s.draining.Store(true)
 	log.Info("draining: unready, still serving", "for", s.config.ShutdownDrain)
 	select {
@@ -54,7 +54,7 @@ func (s *boundedServer) drain(ctx context.Context, log logr.Logger, srv *http.Se
 
 // closeWhileDraining closes each connection after its answer once the drain
 // has started, so the API server's next request goes to a ready pod.
-func (s *boundedServer) closeWhileDraining(next http.Handler) http.Handler {
+func (s *webhookServer) closeWhileDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {
 			w.Header().Set("Connection", "close")
@@ -65,7 +65,7 @@ func (s *boundedServer) closeWhileDraining(next http.Handler) http.Handler {
 
 // StartedChecker fails until the webhook listens, and from the drain on. It
 // does not dial the webhook: under a flood, a dial waits in the backlog.
-func (s *boundedServer) StartedChecker() healthz.Checker {
+func (s *webhookServer) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		switch {
 		case s.draining.Load():

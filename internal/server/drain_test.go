@@ -48,7 +48,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	mgr.GetWebhookServer().Register("/slow", hook)
 	drainOver := make(chan time.Time)
-	mgr.GetWebhookServer().(*boundedServer).drainDone = func(time.Duration) <-chan time.Time { return drainOver }
+	mgr.GetWebhookServer().(*webhookServer).drainDone = func(time.Duration) <-chan time.Time { return drainOver }
 	ctx, stop := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() { stopped <- mgr.Start(ctx) }()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,58 +16,88 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// The bounds on what a client can make the webhook hold; docs/RELIABILITY.md
-// has why each is what it is.
-const (
-	// MaxBodyBytes bounds a request's body, as the API server bounds it.
-	MaxBodyBytes = 3 << 20
+// Limits are every bound on what a client can make the webhook hold: one
+// value, logged at start. DefaultLimits gives them; docs/RELIABILITY.md
+// says why each is what it is, and TestReliabilityTable holds its table to
+// them.
+type Limits struct {
+	// Conns bounds the webhook port's connections and TLS handshakes.
+	conns.Limits
 
-	// MaxHeaderBytes bounds a request's headers, as nginx's default does.
-	MaxHeaderBytes = 32 << 10
+	// MaxHeaderBytes bounds a request's headers, and ReadHeaderTimeout the time they may take.
+	MaxHeaderBytes    int
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds a whole request from its first byte, and WriteTimeout the time from its headers to its answer's end.
+	ReadTimeout, WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that carries no request.
+	IdleTimeout time.Duration
 
-	// ReadHeaderTimeout bounds the time a request's headers may take to arrive.
-	ReadHeaderTimeout = 5 * time.Second
+	// MaxBodyBytes bounds a request's body.
+	MaxBodyBytes int64
+	// MaxBufferedBytes caps the Content-Length of the bodies arriving or being answered, SmallRequestReserve of it
+	// kept for bodies of at most SmallRequestBytes.
+	MaxBufferedBytes, SmallRequestReserve, SmallRequestBytes int64
 
-	// ReadTimeout bounds a whole request from its first byte.
-	ReadTimeout = 10 * time.Second
+	// MaxDeciding caps the requests being decided at once, and DecideWait how long one waits for its turn.
+	MaxDeciding int
+	DecideWait  time.Duration
+	// RetryAfter is the Retry-After of a 503.
+	RetryAfter time.Duration
 
-	// WriteTimeout bounds the time from a request's headers to the end of its answer.
-	WriteTimeout = ReadTimeout + 5*time.Second
+	// MaxProbeConns and MaxProbeHeaderBytes bound the probe and metrics ports, each.
+	MaxProbeConns, MaxProbeHeaderBytes int
+}
 
-	// IdleTimeout closes a keep-alive connection that carries no request,
-	// as controller-runtime's server does.
-	IdleTimeout = 90 * time.Second
+// DefaultLimits returns the bounds the webhook runs with: with the process's
+// own descriptors, the three ports' connections fit a limit of 1,024.
+func DefaultLimits() Limits {
+	return Limits{
+		Limits:            conns.DefaultLimits(),
+		MaxHeaderBytes:    32 << 10, // nginx's default
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       90 * time.Second, // controller-runtime's
+		// The API server's own bound on a request body.
+		MaxBodyBytes:        3 << 20,
+		MaxBufferedBytes:    6 << 20,
+		SmallRequestReserve: 2 << 20,
+		SmallRequestBytes:   256 << 10,       // a Flyte MPIJob's review is a few KiB
+		MaxDeciding:         4,               // twice the Deployment's cores
+		DecideWait:          5 * time.Second, // the API server's timeoutSeconds
+		RetryAfter:          time.Second,
+		MaxProbeConns:       192,
+		MaxProbeHeaderBytes: 8 << 10, // a bearer token at most
+	}
+}
 
-	// MaxDeciding caps the requests being decided at once: twice the Deployment's cores.
-	MaxDeciding = 4
-
-	// DecideWait bounds how long a request waits for its turn: the API server's timeoutSeconds.
-	DecideWait = 5 * time.Second
-
-	// MaxBufferedBytes caps the Content-Length of the bodies arriving or being answered.
-	MaxBufferedBytes = 6 << 20
-
-	// SmallRequestBytes is the largest body counted as small: a Flyte MPIJob's review is a few KiB.
-	SmallRequestBytes = 256 << 10
-
-	// SmallRequestReserve is the part of MaxBufferedBytes only small bodies may use.
-	SmallRequestReserve = 2 << 20
-
-	// RetryAfterSeconds is the Retry-After of a 503.
-	RetryAfterSeconds = 1
-)
+// MarshalLog is how the log shows the limits (logr.Marshaler): every field
+// by its name, durations as Go writes them.
+func (l Limits) MarshalLog() any {
+	fields := map[string]any{}
+	for _, v := range []reflect.Value{reflect.ValueOf(l.Limits), reflect.ValueOf(l)} {
+		for i := range v.NumField() {
+			if f := v.Type().Field(i); !f.Anonymous {
+				fields[f.Name] = v.Field(i).Interface()
+				if d, ok := fields[f.Name].(time.Duration); ok {
+					fields[f.Name] = d.String()
+				}
+			}
+		}
+	}
+	return fields
+}
 
 var (
 	errBusy    = errors.New("the webhook is busy: too many requests in flight, or too many request bytes held")
 	errAborted = errors.New("the request body arrived too slowly while the webhook was short of memory")
-	errTooSlow = fmt.Errorf("the body did not arrive within %s", ReadTimeout)
 )
 
 // limiter holds what MaxDeciding and MaxBufferedBytes bound.
 type limiter struct {
-	deciding                      *conns.Gate
-	maxBytes, reserve, smallBytes int64
-	wait                          time.Duration // how long a large body waits for the budget
+	Limits
+	deciding   *conns.Gate
+	errTooSlow error // a body that did not arrive within ReadTimeout
 
 	mu       sync.Mutex
 	bytes    int64         // the Content-Length of the bodies arriving or being answered
@@ -74,10 +105,9 @@ type limiter struct {
 	freed    chan struct{} // closed, and replaced, when bytes are given back
 }
 
-func newLimiter() *limiter {
-	return &limiter{deciding: conns.NewGate(MaxDeciding),
-		maxBytes: MaxBufferedBytes, reserve: SmallRequestReserve, smallBytes: SmallRequestBytes, wait: ReadTimeout,
-		freed: make(chan struct{})}
+func newLimiter(limits Limits) *limiter {
+	return &limiter{Limits: limits, deciding: conns.NewGate(limits.MaxDeciding),
+		errTooSlow: fmt.Errorf("the body did not arrive within %s", limits.ReadTimeout), freed: make(chan struct{})}
 }
 
 // body is one request's body, from its length taken from the budget to its answer.
@@ -100,25 +130,25 @@ func (l *limiter) claim(b *body) error {
 		switch {
 		case claimed:
 			return nil
-		case b.length <= l.smallBytes:
+		case b.length <= l.SmallRequestBytes:
 			return errBusy
 		case deadline == nil:
-			timer := time.NewTimer(l.wait)
+			timer := time.NewTimer(l.ReadTimeout) // a large body waits for the budget as long as its read may take
 			defer timer.Stop()
 			deadline = timer.C
 		}
 		select {
 		case <-freed:
 		case <-deadline:
-			return errTooSlow
+			return l.errTooSlow
 		}
 	}
 }
 
 func (l *limiter) claimLocked(b *body) bool {
-	small, budget := b.length <= l.smallBytes, l.maxBytes
+	small, budget := b.length <= l.SmallRequestBytes, l.MaxBufferedBytes
 	if !small {
-		budget -= l.reserve
+		budget -= l.SmallRequestReserve
 	}
 	for l.bytes+b.length > budget {
 		if !small || len(l.arriving) == 0 {
@@ -162,24 +192,24 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		switch {
 		case r.Method != http.MethodPost:
 			w.Header().Set("Allow", http.MethodPost)
-			refuse(w, http.StatusMethodNotAllowed, errors.New("only POST is served"))
+			l.refuse(w, http.StatusMethodNotAllowed, errors.New("only POST is served"))
 			return
 		case r.ContentLength < 0:
-			refuse(w, http.StatusLengthRequired, errors.New("a Content-Length is required: the API server always sends one"))
+			l.refuse(w, http.StatusLengthRequired, errors.New("a Content-Length is required: the API server always sends one"))
 			return
-		case r.ContentLength > MaxBodyBytes:
-			refuse(w, http.StatusRequestEntityTooLarge,
-				fmt.Errorf("the body is %d bytes, more than the %d served", r.ContentLength, MaxBodyBytes))
+		case r.ContentLength > l.MaxBodyBytes:
+			l.refuse(w, http.StatusRequestEntityTooLarge,
+				fmt.Errorf("the body is %d bytes, more than the %d served", r.ContentLength, l.MaxBodyBytes))
 			return
 		}
 		rc := http.NewResponseController(w)
 		// A read deadline in the past, which any goroutine may set, wakes the read below.
 		b := &body{length: r.ContentLength, abort: func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) }}
-		if err := l.claim(b); errors.Is(err, errTooSlow) {
-			refuse(w, http.StatusRequestTimeout, err)
+		if err := l.claim(b); errors.Is(err, l.errTooSlow) {
+			l.refuse(w, http.StatusRequestTimeout, err)
 			return
 		} else if err != nil {
-			refuse(w, http.StatusServiceUnavailable, err)
+			l.refuse(w, http.StatusServiceUnavailable, err)
 			return
 		}
 		defer l.free(b)
@@ -187,18 +217,18 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 		_, err := io.ReadFull(r.Body, buf)
 		switch {
 		case l.arrived(b):
-			refuse(w, http.StatusServiceUnavailable, errAborted)
+			l.refuse(w, http.StatusServiceUnavailable, errAborted)
 			return
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			refuse(w, http.StatusRequestTimeout, errTooSlow)
+			l.refuse(w, http.StatusRequestTimeout, l.errTooSlow)
 			return
 		case err != nil:
-			refuse(w, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
+			l.refuse(w, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
 			return
 		}
-		ticket, err := l.deciding.Enter(conns.ClientAddress(r.RemoteAddr), time.Now().Add(DecideWait))
+		ticket, err := l.deciding.Enter(conns.ClientAddress(r.RemoteAddr), time.Now().Add(l.DecideWait))
 		if err != nil {
-			refuse(w, http.StatusServiceUnavailable, fmt.Errorf("%w: %w", errBusy, err))
+			l.refuse(w, http.StatusServiceUnavailable, fmt.Errorf("%w: %w", errBusy, err))
 			return
 		}
 		// The answer is written holding the place: clients that never read
@@ -222,10 +252,10 @@ func (wholeBody) Close() error { return nil }
 
 // refuse answers a request the limiter will not pass on. Its body is not
 // read to its end, so the connection cannot carry another request.
-func refuse(w http.ResponseWriter, status int, err error) {
+func (l *limiter) refuse(w http.ResponseWriter, status int, err error) {
 	w.Header().Set("Connection", "close")
 	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		w.Header().Set("Retry-After", strconv.Itoa(int(l.RetryAfter.Seconds())))
 	}
 	http.Error(w, err.Error(), status)
 }

@@ -119,10 +119,11 @@ func idle(l *limiter) bool {
 }
 
 func TestLimitBodySize(t *testing.T) {
-	l := newLimiter()
+	l := newLimiter(DefaultLimits())
 	srv := httptest.NewServer(l.limit(readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
-	atLimit := bytes.Repeat([]byte("x"), MaxBodyBytes)
+	maxBody := DefaultLimits().MaxBodyBytes
+	atLimit := bytes.Repeat([]byte("x"), int(maxBody))
 	for _, tt := range []struct {
 		name          string
 		body          io.Reader
@@ -130,9 +131,9 @@ func TestLimitBodySize(t *testing.T) {
 		want          answer
 	}{
 		{"a small body", strings.NewReader("{}"), 2, answer{Status: 200, Body: "2"}},
-		{"a body at the limit", bytes.NewReader(atLimit), MaxBodyBytes, answer{Status: 200, Body: strconv.Itoa(MaxBodyBytes)}},
-		{"a Content-Length above the limit, refused unread", nil, MaxBodyBytes + 1,
-			answer{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", MaxBodyBytes+1, MaxBodyBytes)}},
+		{"a body at the limit", bytes.NewReader(atLimit), maxBody, answer{Status: 200, Body: strconv.FormatInt(maxBody, 10)}},
+		{"a Content-Length above the limit, refused unread", nil, maxBody + 1,
+			answer{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", maxBody+1, maxBody)}},
 		{"a body of unknown length, refused unread", strings.NewReader("{}"), -1,
 			answer{Status: 411, Body: "a Content-Length is required: the API server always sends one"}},
 	} {
@@ -153,7 +154,7 @@ func TestLimitBodySize(t *testing.T) {
 
 // TestLimitServesOnlyPOST checks that a request the API server never sends is refused before any body is read.
 func TestLimitServesOnlyPOST(t *testing.T) {
-	srv := httptest.NewServer(newLimiter().limit(readingHandler{}))
+	srv := httptest.NewServer(newLimiter(DefaultLimits()).limit(readingHandler{}))
 	t.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL)
 	if err != nil {
@@ -170,7 +171,7 @@ func TestLimitServesOnlyPOST(t *testing.T) {
 // from another address is let in before the flood's waiters, and that
 // every request is answered.
 func TestLimitDecidingSharedByAddress(t *testing.T) {
-	l := newLimiter()
+	l := newLimiter(DefaultLimits())
 	l.deciding = conns.NewGate(2)
 	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
 	srv := httptest.NewServer(l.limit(h))
@@ -237,8 +238,8 @@ func write(t *testing.T, w io.Writer, n int) {
 // that a small body still gets through, aborting the oldest slow body, and
 // that the bytes it frees go to the body that waits.
 func TestLimitSlowBodies(t *testing.T) {
-	l := newLimiter()
-	l.maxBytes, l.reserve, l.smallBytes = 64<<10, 16<<10, 8<<10
+	l := newLimiter(DefaultLimits())
+	l.MaxBufferedBytes, l.SmallRequestReserve, l.SmallRequestBytes = 64<<10, 16<<10, 8<<10
 	srv := httptest.NewServer(l.limit(readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
 
@@ -287,12 +288,13 @@ func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 		maxBytes, reserve, smallAt int64
 		want                       answer
 	}{
-		{"a large body", 40 << 10, 16 << 10, 64 << 10, 16 << 10, 8 << 10, answer{Status: 408, Body: errTooSlow.Error()}},
+		{"a large body", 40 << 10, 16 << 10, 64 << 10, 16 << 10, 8 << 10, answer{Status: 408, Body: "the body did not arrive within 100ms"}},
 		{"a small body", 12 << 10, 8 << 10, 16 << 10, 0, 16 << 10, answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLimiter()
-			l.maxBytes, l.reserve, l.smallBytes, l.wait = tt.maxBytes, tt.reserve, tt.smallAt, 100*time.Millisecond
+			limits := DefaultLimits()
+			limits.MaxBufferedBytes, limits.SmallRequestReserve, limits.SmallRequestBytes, limits.ReadTimeout = tt.maxBytes, tt.reserve, tt.smallAt, 100*time.Millisecond
+			l := newLimiter(limits)
 			h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
 			srv := httptest.NewServer(l.limit(h))
 			t.Cleanup(srv.Close)
@@ -328,8 +330,8 @@ func (pastEOFHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // that checks for trailing data reads it, counts its request in flight once
 // and takes no more of the budget: with a budget of exactly one request and its body.
 func TestLimitReadPastEOF(t *testing.T) {
-	l := newLimiter()
-	l.deciding, l.maxBytes, l.reserve = conns.NewGate(1), 10, 0
+	l := newLimiter(DefaultLimits())
+	l.deciding, l.MaxBufferedBytes, l.SmallRequestReserve = conns.NewGate(1), 10, 0
 	srv := httptest.NewServer(l.limit(pastEOFHandler{}))
 	t.Cleanup(srv.Close)
 	for range 2 { // the second finds the first's bytes and place in flight given back

@@ -18,10 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// MaxProbeConns bounds the open connections of the probe and metrics ports, each: with the webhook
-// port's (conns.Limits) and the process's own descriptors they fit a limit of 1,024.
-const MaxProbeConns = 192
-
 // listen listens on address for at most maxConns connections at once.
 func listen(address string, maxConns int) (net.Listener, error) {
 	l, err := net.Listen("tcp", address)
@@ -31,19 +27,16 @@ func listen(address string, maxConns int) (net.Listener, error) {
 	return netutil.LimitListener(l, maxConns), nil
 }
 
-// MaxProbeHeaderBytes bounds a probe's or a scrape's headers, a few hundred bytes (a bearer token at most).
-const MaxProbeHeaderBytes = 8 << 10
-
 // probeServer serves handler on a probe or metrics port, in plain HTTP as the kubelet probes, with bounds
 // like the webhook port's.
-func probeServer(handler http.Handler, logger logr.Logger) *http.Server {
+func probeServer(handler http.Handler, limits Limits, logger logr.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
-		MaxHeaderBytes:    MaxProbeHeaderBytes,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadHeaderTimeout,
-		WriteTimeout:      ReadHeaderTimeout + 5*time.Second,
-		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    limits.MaxProbeHeaderBytes,
+		ReadHeaderTimeout: limits.ReadHeaderTimeout,
+		ReadTimeout:       limits.ReadHeaderTimeout,
+		WriteTimeout:      limits.ReadHeaderTimeout + 5*time.Second,
+		IdleTimeout:       limits.IdleTimeout,
 		ErrorLog:          errorLog(logger),
 	}
 }
@@ -54,7 +47,7 @@ func errorLog(logger logr.Logger) *log.Logger {
 }
 
 // addProbes adds to mgr the servers of cfg's probe and metrics ports; /readyz asks ready.
-func addProbes(mgr manager.Manager, cfg Config, ready healthz.Checker) error {
+func addProbes(mgr manager.Manager, cfg Config, limits Limits, ready healthz.Checker) error {
 	probes, metricsMux := http.NewServeMux(), http.NewServeMux()
 	for name, checks := range map[string]map[string]healthz.Checker{"/healthz": {"ping": healthz.Ping}, "/readyz": {"webhook": ready}} {
 		handler := http.StripPrefix(name, &healthz.Handler{Checks: checks})
@@ -69,11 +62,11 @@ func addProbes(mgr manager.Manager, cfg Config, ready healthz.Checker) error {
 		if port.address == "0" || port.address == "" {
 			continue
 		}
-		listener, err := listen(port.address, MaxProbeConns)
+		listener, err := listen(port.address, limits.MaxProbeConns)
 		if err != nil {
 			return fmt.Errorf("listening for the %s server on %s: %w", name, port.address, err)
 		}
-		server := &manager.Server{Name: name, Server: probeServer(port.handler, ctrl.Log.WithName(name)), Listener: listener}
+		server := &manager.Server{Name: name, Server: probeServer(port.handler, limits, ctrl.Log.WithName(name)), Listener: listener}
 		if err := mgr.Add(server); err != nil {
 			return fmt.Errorf("adding the %s server: %w", name, err)
 		}

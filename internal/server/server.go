@@ -1,20 +1,24 @@
 // Package server serves an admission handler over TLS, with health probes
-// and metrics, from a controller-runtime manager. The binary, the envtest
-// suites and the benchmarks' no-op webhook all build it with New.
+// and metrics, from a controller-runtime manager, as the manager's
+// webhook.Server. The binary, the envtest suites and the benchmarks' no-op
+// webhook all build it with New.
 //
-// It bounds what any client can make it hold, a layer a room: the webhook
-// port's connections and TLS handshakes (package conns, shared among client
-// addresses by its one rule), bodies and requests being decided
-// (limits.go), TLS (tls.go), the drain (drain.go), and the probe and
-// metrics ports (probes.go).
+// It bounds what any client can make it hold, one Limits value, a layer a
+// room: the webhook port's connections and TLS handshakes (package conns,
+// shared among client addresses by its one rule), bodies and requests being
+// decided (limits.go), TLS (tls.go), the drain (drain.go), and the probe
+// and metrics ports (probes.go).
 package server
 
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -25,8 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
@@ -45,6 +53,7 @@ type Config struct {
 // DefaultConfig returns the configuration the binary runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
+		CertDir:                filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), // controller-runtime's
 		Port:                   webhook.DefaultPort,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
@@ -62,12 +71,13 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		return nil, fmt.Errorf("--client-cn-name=%s without --client-ca-name: no client certificate is asked for, so no name would be checked",
 			cfg.ClientCNName)
 	}
-	webhookServer := &boundedServer{
-		DefaultServer: &webhook.DefaultServer{Options: webhook.Options{
-			Host: cfg.Host, Port: cfg.Port, CertDir: cfg.CertDir, ClientCAName: cfg.ClientCAName,
-		}},
-		config: cfg, limiter: newLimiter(), drainDone: time.After,
+	tlsConfig, certs, err := serverTLS(cfg, ctrl.Log.WithName("webhook"))
+	if err != nil {
+		return nil, err
 	}
+	limits := DefaultLimits()
+	webhookServer := &webhookServer{config: cfg, limits: limits, mux: http.NewServeMux(), tls: tlsConfig, certs: certs,
+		limiter: newLimiter(limits), drainDone: time.After}
 	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
 	// the probes and metrics itself (probeServer), with the bounds the manager's servers lack.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
@@ -80,25 +90,20 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	// GetWebhookServer, not webhookServer: it is what adds the server to the manager's runnables.
+	// GetWebhookServer, which adds the server to the manager's runnables.
 	mgr.GetWebhookServer().Register(path, hook)
-	// After Register, which gives the Options their defaults.
-	if webhookServer.tls, webhookServer.certs, err = serverTLS(cfg, webhookServer.Options, ctrl.Log.WithName("webhook")); err != nil {
-		return nil, err
-	}
-
-	if err := addProbes(mgr, cfg, webhookServer.StartedChecker()); err != nil {
+	if err := addProbes(mgr, cfg, limits, webhookServer.StartedChecker()); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
-// boundedServer serves the webhook as controller-runtime's DefaultServer does, with the bounds and the
-// drain it lacks. The embedded DefaultServer is never started: it registers and instruments the hooks on
-// the mux served here, and holds the Options.
-type boundedServer struct {
-	*webhook.DefaultServer
+// webhookServer is the manager's webhook.Server: it serves the hooks
+// registered on its mux, over TLS, within limits, and drains.
+type webhookServer struct {
 	config Config
+	limits Limits
+	mux    *http.ServeMux
 	// tls is what serverTLS built, and certs its certificate's watcher.
 	tls     *tls.Config
 	certs   *certwatcher.CertWatcher
@@ -109,38 +114,44 @@ type boundedServer struct {
 	serving, draining atomic.Bool
 }
 
-// Register serves hook at path, within the limits.
-func (s *boundedServer) Register(path string, hook http.Handler) {
-	s.DefaultServer.Register(path, s.limiter.limit(hook))
+var _ webhook.Server = &webhookServer{}
+
+// Register serves hook at path, within the limits, counted in
+// controller-runtime's webhook metrics as its own server counts a hook.
+func (s *webhookServer) Register(path string, hook http.Handler) {
+	s.mux.Handle(path, instrument(path, s.limiter.limit(hook)))
 }
 
+// WebhookMux is the mux the hooks are registered on.
+func (s *webhookServer) WebhookMux() *http.ServeMux { return s.mux }
+
+// NeedLeaderElection is false: every replica serves.
+func (s *webhookServer) NeedLeaderElection() bool { return false }
+
 // Start serves until ctx ends, then drains and shuts down.
-func (s *boundedServer) Start(ctx context.Context) error {
+func (s *webhookServer) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("webhook")
 	// The certificate is watched until the last request is answered, not only until the drain starts.
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatching()
-	if s.certs != nil {
-		go func() {
-			if err := s.certs.Start(watchCtx); err != nil {
-				log.Error(err, "watching the serving certificate")
-			}
-		}()
-	}
+	go func() {
+		if err := s.certs.Start(watchCtx); err != nil {
+			log.Error(err, "watching the serving certificate")
+		}
+	}()
 
-	address := net.JoinHostPort(s.Options.Host, strconv.Itoa(s.Options.Port))
-	limits := conns.DefaultLimits()
-	listener, err := conns.Listen(address, s.tls, limits)
+	address := net.JoinHostPort(s.config.Host, strconv.Itoa(s.config.Port))
+	listener, err := conns.Listen(address, s.tls, s.limits.Limits)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", address, err)
 	}
 	srv := &http.Server{
-		Handler:           s.closeWhileDraining(s.WebhookMux()),
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
-		WriteTimeout:      WriteTimeout,
-		IdleTimeout:       IdleTimeout,
+		Handler:           s.closeWhileDraining(s.mux),
+		MaxHeaderBytes:    s.limits.MaxHeaderBytes,
+		ReadHeaderTimeout: s.limits.ReadHeaderTimeout,
+		ReadTimeout:       s.limits.ReadTimeout,
+		WriteTimeout:      s.limits.WriteTimeout,
+		IdleTimeout:       s.limits.IdleTimeout,
 		// Requests keep their context through the drain: it ends with the server, not with ctx.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnState:   listener.ConnState,
@@ -149,8 +160,8 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
 	s.serving.Store(true)
-	log.Info("serving", "address", address, "clientCAName", s.Options.ClientCAName, "shutdownDrain", s.config.ShutdownDrain,
-		"connectionLimits", limits)
+	log.Info("serving", "address", address, "clientCAName", s.config.ClientCAName, "shutdownDrain", s.config.ShutdownDrain,
+		"limits", s.limits)
 
 	select {
 	case err := <-served:
@@ -158,4 +169,37 @@ func (s *boundedServer) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	return s.drain(ctx, log, srv, listener, served)
+}
+
+// The webhook metrics of controller-runtime's own server, which its webhook
+// package registers: registered finds them by their names, help and labels.
+var (
+	requestLatency = registered(prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "controller_runtime_webhook_latency_seconds",
+		Help: "Histogram of the latency of processing admission requests"}, []string{"webhook"}))
+	requestsTotal = registered(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "controller_runtime_webhook_requests_total",
+		Help: "Total number of admission requests by HTTP status code."}, []string{"webhook", "code"}))
+	requestsInFlight = registered(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "controller_runtime_webhook_requests_in_flight",
+		Help: "Current number of admission requests being served."}, []string{"webhook"}))
+)
+
+// registered is the collector of metrics.Registry that is c's twin, or c, registered.
+func registered[C prometheus.Collector](c C) C {
+	err := metrics.Registry.Register(c)
+	if already, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		return already.ExistingCollector.(C)
+	} else if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// instrument counts hook's requests, as controller-runtime's server does:
+// latency, code, in flight, with the codes 200 and 500 at 0 from the start.
+func instrument(path string, hook http.Handler) http.Handler {
+	labels := prometheus.Labels{"webhook": path}
+	total := requestsTotal.MustCurryWith(labels)
+	total.WithLabelValues("200")
+	total.WithLabelValues("500")
+	return promhttp.InstrumentHandlerDuration(requestLatency.MustCurryWith(labels),
+		promhttp.InstrumentHandlerCounter(total, promhttp.InstrumentHandlerInFlight(requestsInFlight.With(labels), hook)))
 }

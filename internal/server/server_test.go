@@ -133,9 +133,9 @@ func TestServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Padding", strings.Repeat("x", 2*server.MaxHeaderBytes))
+	req.Header.Set("X-Padding", strings.Repeat("x", 2*server.DefaultLimits().MaxHeaderBytes))
 	if resp, err := client.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("headers of %d bytes: %v %v, want 431", 2*server.MaxHeaderBytes, resp, err)
+		t.Errorf("headers of %d bytes: %v %v, want 431", 2*server.DefaultLimits().MaxHeaderBytes, resp, err)
 	}
 
 	for _, series := range counted {

@@ -10,32 +10,30 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // DefaultClientCNName is the common name a client certificate must carry by
 // default once --client-ca-name is set, as Gatekeeper's flag of that name.
 const DefaultClientCNName = "kube-apiserver"
 
-// serverTLS builds the webhook port's TLS configuration from cfg and from o,
-// the webhook Options with their defaults (CertName, KeyName): what
+// serverTLS builds the webhook port's TLS configuration from cfg: what
 // controller-runtime's DefaultServer.Start builds from the same settings,
 // without the bounds its tls.Listen lacks. Every file is read here, so that
 // a broken one fails New, and only here: a new client CA needs a restart;
 // the certificate is reloaded by the watcher it returns.
-func serverTLS(cfg Config, o webhook.Options, log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
-	watcher, err := certwatcher.New(filepath.Join(o.CertDir, o.CertName), filepath.Join(o.CertDir, o.KeyName))
+func serverTLS(cfg Config, log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
+	watcher, err := certwatcher.New(filepath.Join(cfg.CertDir, "tls.crt"), filepath.Join(cfg.CertDir, "tls.key"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading the serving certificate from %s: %w", o.CertDir, err)
+		return nil, nil, fmt.Errorf("loading the serving certificate from %s: %w", cfg.CertDir, err)
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}, GetCertificate: watcher.GetCertificate}
 	if cfg.EnableHTTP2 {
 		c.NextProtos = []string{"h2"}
 	}
-	if o.ClientCAName == "" {
+	if cfg.ClientCAName == "" {
 		return c, watcher, nil
 	}
-	path := filepath.Join(o.CertDir, o.ClientCAName)
+	path := filepath.Join(cfg.CertDir, cfg.ClientCAName)
 	bundle, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the client CA bundle (--client-ca-name): %w", err)

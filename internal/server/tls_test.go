@@ -12,14 +12,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
-// TestServerTLS checks the TLS configuration built from the Config and the
-// webhook Options: the certificate and key names, HTTP/2 only when asked
-// for, TLS 1.2 at least, and with a client CA bundle the common name check.
+// TestServerTLS checks the TLS configuration built from the Config: the
+// certificate and key of --cert-dir, HTTP/2 only when asked for, TLS 1.2 at
+// least, and with a client CA bundle the common name check.
 func TestServerTLS(t *testing.T) {
 	ca, err := fixtures.NewAuthority()
 	if err != nil {
@@ -30,35 +29,32 @@ func TestServerTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for name, content := range map[string][]byte{"serving.pem": issued.CertPEM, "serving-key.pem": issued.KeyPEM, "clients.pem": ca.CertPEM} {
+	for name, content := range map[string][]byte{"tls.crt": issued.CertPEM, "tls.key": issued.KeyPEM, "clients.pem": ca.CertPEM} {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	files := webhook.Options{CertDir: dir, CertName: "serving.pem", KeyName: "serving-key.pem"}
-	withCA := files
-	withCA.ClientCAName = "clients.pem"
 
 	for _, tc := range []struct {
 		name       string
 		config     Config
-		options    webhook.Options
 		nextProtos []string
 		clientAuth tls.ClientAuthType
 		// checksName: a client certificate's common name is checked.
 		checksName bool
 	}{
-		{name: "the files CertName and KeyName name, HTTP/1.1", options: files, nextProtos: []string{"http/1.1"}},
-		{name: "HTTP/2 when asked for", config: Config{EnableHTTP2: true}, options: files, nextProtos: []string{"h2"}},
-		{name: "a client CA bundle and a common name", config: Config{ClientCNName: "kube-apiserver"}, options: withCA,
+		{name: "tls.crt and tls.key, HTTP/1.1", nextProtos: []string{"http/1.1"}},
+		{name: "HTTP/2 when asked for", config: Config{EnableHTTP2: true}, nextProtos: []string{"h2"}},
+		{name: "a client CA bundle and a common name", config: Config{ClientCAName: "clients.pem", ClientCNName: "kube-apiserver"},
 			nextProtos: []string{"http/1.1"}, clientAuth: tls.RequireAndVerifyClientCert, checksName: true},
-		{name: "a client CA bundle, any common name", options: withCA,
+		{name: "a client CA bundle, any common name", config: Config{ClientCAName: "clients.pem"},
 			nextProtos: []string{"http/1.1"}, clientAuth: tls.RequireAndVerifyClientCert},
-		{name: "no client CA: no common name is checked", config: Config{ClientCNName: "kube-apiserver"}, options: files,
+		{name: "no client CA: no common name is checked", config: Config{ClientCNName: "kube-apiserver"},
 			nextProtos: []string{"http/1.1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, watcher, err := serverTLS(tc.config, tc.options, logr.Discard())
+			tc.config.CertDir = dir
+			cfg, watcher, err := serverTLS(tc.config, logr.Discard())
 			if err != nil {
 				t.Fatal(err)
 			}

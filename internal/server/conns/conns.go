@@ -73,10 +73,3 @@ var defaultLimits = Limits{
 
 // DefaultLimits returns the bounds the webhook runs with.
 func DefaultLimits() Limits { return defaultLimits }
-
-// MarshalLog is how the log shows the limits (logr.Marshaler): durations as
-// Go writes them.
-func (l Limits) MarshalLog() any {
-	return map[string]any{"maxConns": l.MaxConns, "maxHandshakes": l.MaxHandshakes, "slowHandshake": l.SlowHandshake.String(),
-		"handshakeTimeout": l.HandshakeTimeout.String(), "maxClientHelloBytes": l.MaxClientHelloBytes, "quietFloor": l.QuietFloor.String()}
-}
