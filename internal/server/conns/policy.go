@@ -57,12 +57,7 @@ func (l *Listener) givesWay(newcomer string, toOwn connState) *connection {
 // idleLongest is the connection of held idle the longest, if it has been
 // idle for QuietFloor and its client is not sending on it.
 func (l *Listener) idleLongest(held []*connection) *connection {
-	var longest *connection
-	for _, c := range held {
-		if c.state == connIdle && (longest == nil || c.since.Before(longest.since)) {
-			longest = c
-		}
-	}
+	longest := quietest(held, connIdle)
 	if longest == nil || l.now().Sub(longest.since) < l.limits.QuietFloor || hasUnreadBytes(longest.Conn) {
 		return nil
 	}
@@ -73,13 +68,23 @@ func (l *Listener) idleLongest(held []*connection) *connection {
 // address that has sent no request the longest may give way to its own;
 // false when none is served and quiet.
 func (l *Listener) untilQuietGivesWay() (time.Duration, bool) {
-	var since time.Time
-	for _, c := range l.open.byAddress[l.open.heaviest()] {
-		if (c.state == connIdle || c.state == connNew) && (since.IsZero() || c.since.Before(since)) {
-			since = c.since
+	c := quietest(l.open.byAddress[l.open.heaviest()], connIdle, connNew)
+	if c == nil {
+		return 0, false
+	}
+	return l.limits.QuietFloor - l.now().Sub(c.since), true
+}
+
+// quietest is the connection of held that has been in one of states the
+// longest; nil when none is.
+func quietest(held []*connection, states ...connState) *connection {
+	var longest *connection
+	for _, c := range held {
+		if slices.Contains(states, c.state) && (longest == nil || c.since.Before(longest.since)) {
+			longest = c
 		}
 	}
-	return l.limits.QuietFloor - l.now().Sub(since), !since.IsZero()
+	return longest
 }
 
 // full says whether one address holds every place and none of them would
