@@ -267,7 +267,7 @@ test-cluster: helm ## Start a real single-node cluster in a network namespace (t
 	$(MAKE) --no-print-directory release VERSION=$(TEST_CLUSTER_VERSION) DIST_DIR=$(TEST_CLUSTER_DIST) && \
 		t "release $(TEST_CLUSTER_VERSION) made in $(TEST_CLUSTER_DIST)" && \
 	$(GO) test -c -o bin/cluster.test ./test/cluster && t "suite built" && \
-	env $(ENVTEST_ENV) MPIJOB_CRD_V1_9="$(MPIJOB_CRD_V1_9)" IMAGE_TARS="$$JOB_IMAGE_TAR" \
+	env $(ENVTEST_ENV) MPIJOB_CRD_V1_9="$(MPIJOB_CRD_V1_9)" IMAGE_TARS="$$JOB_IMAGE_TAR $$JOB_ENTRYPOINT_IMAGE_TAR" \
 		RELEASE_DIR=$(abspath $(TEST_CLUSTER_DIST)) RELEASE_VERSION=$(TEST_CLUSTER_VERSION) \
 		SOURCE_DIR=$(CURDIR) HELM=$(HELM) CLUSTER_LOGS=$(abspath $(TEST_CLUSTER_LOGS)) \
 		test/cluster/cluster.sh test $(TEST_CLUSTER_CMD) && t "done"

@@ -40,7 +40,7 @@ const (
 	// workerService is the task's environment that makes its ranks check,
 	// each in its worker, that the sshd the task declares as its worker
 	// command answers there (hack/cluster/job/task.py).
-	workerService = "WORKER_SERVICE=127.0.0.1:22"
+	workerService = "WORKER_SERVICE=127.0.0.1:2222"
 	// webhookNamespace is where the README installs the chart, and where the
 	// suite runs it under the restricted Pod Security Standard.
 	webhookNamespace = "flyte-mpi-webhook-system"
@@ -171,6 +171,9 @@ type rankReport struct {
 	PID1 string `json:"pid1"`
 	// OK says whether it found the service the task asked for, if any.
 	OK bool `json:"ok"`
+	// SSH is the SSH session its orted came in by, "CLIENT_IP CLIENT_PORT
+	// SERVER_IP SERVER_PORT" (sshd's SSH_CONNECTION), or "" when kubectl exec started it.
+	SSH string `json:"ssh"`
 }
 
 // rankLine is a rank's report in the launcher's log: mpirun forwards the

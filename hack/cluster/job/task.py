@@ -6,7 +6,9 @@ Horovod job run: /opt/venv/bin/entrypoint.py, which Flyte's mpirun line
 starts with `python`, and pyflyte-execute, which horovodrun starts. The image
 has no flytekit, so the arguments Flyte gives (pyflyte-execute --inputs ...)
 are not read. Each rank reports where it runs (its worker Pod's name, and
-what that Pod's PID 1 runs) and checks what the task's declared worker
+what that Pod's PID 1 runs), how it got there (the SSH session its orted
+came in by, on mpi-operator; none under kubectl exec, on the
+training-operator), and checks what the task's declared worker
 command must have started: when WORKER_SERVICE=HOST:PORT is set (the task's
 @task(environment=...)), an SSH server there, such as the sshd that
 Worker(command=["/usr/sbin/sshd", ...]) starts. The ranks then meet: under
@@ -41,7 +43,13 @@ def service(address):
 
 def report():
     ok, detail = service(os.environ.get("WORKER_SERVICE", ""))
-    return {"host": socket.gethostname(), "pid1": pid1(), "service": detail, "ok": ok}
+    # How the rank got here: mpirun's orted, started in this worker by ssh
+    # (mpi-operator) or kubectl exec (the training-operator), passes on the
+    # environment it was started with; sshd gives its sessions SSH_CONNECTION,
+    # "CLIENT_IP CLIENT_PORT SERVER_IP SERVER_PORT".
+    return {"host": socket.gethostname(), "pid1": pid1(), "service": detail, "ok": ok,
+            "rank": os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("HOROVOD_RANK", "")),
+            "ssh": os.environ.get("SSH_CONNECTION", "")}
 
 
 def verdict(reports, size):
