@@ -253,7 +253,7 @@ TEST_CLUSTER_DIST = bin/cluster-release
 TEST_CLUSTER_LOGS = bin/cluster-logs
 
 .PHONY: test-cluster
-test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with a registry and the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, and with it installed from make release's artifacts as the README says (Helm from the registry, one file, kustomize), under training-operator v1.8.1 and v1.9.4, and tear it all down (docs/CLUSTER.md).
+test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with a registry and the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, and with it installed from make release's artifacts as the README says (Helm from the registry, one file, kustomize), under training-operator v1.8.1 and v1.9.4, then mpi-operator v0.8.2's kubeflow.org/v2beta1 jobs, whose launcher reaches the workers over SSH, and tear it all down (docs/CLUSTER.md).
 	@start=$$SECONDS; t() { echo "test-cluster: $$(date -u +%T) [+$$((SECONDS - start))s] $$*"; }; \
 	hack/apt-install.sh $(TEST_CLUSTER_PACKAGES) && t "Debian packages there" && \
 	parts=$$(hack/cluster/build.sh) && export $$parts && t "node binaries built" && \

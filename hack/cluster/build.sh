@@ -3,6 +3,7 @@
 # runs, building each from the Go module proxy on first use:
 #   KUBELET_BIN, KUBE_CONTROLLER_MANAGER_BIN, KUBE_SCHEDULER_BIN, KUBECTL  (hack/cluster/k8s)
 #   CLUSTER_IMAGE_BIN, PAUSE_BIN, KUBECTL_DELIVERY_BIN             (hack/cluster/images)
+#   COREDNS_BIN, the cluster's DNS                                 (hack/cluster/dns)
 # They are cached in $CLUSTER_CACHE (default
 # ${XDG_CACHE_HOME:-$HOME/.cache}/flyte-mpi-webhook/cluster) under
 # <name>-<version>/, so that only the first run on a machine pays for them.
@@ -39,6 +40,10 @@ images_bin() { CGO_ENABLED=0 build_cached "$here/images" "./$1" "$cache/images-$
 image=$(images_bin . cluster-image)
 pause=$(images_bin pause pause)
 delivery=$(images_bin kubectl-delivery kubectl-delivery)
+# The cluster's DNS: CoreDNS with the plugins it needs (hack/cluster/dns/main.go).
+coredns_version=$(cd "$here/dns" && go list -m -f '{{.Version}}' github.com/coredns/coredns)
+dns_key=$(cd "$here/dns" && { go env GOVERSION; sha256sum go.mod go.sum main.go; } | sha256sum | cut -c1-12)
+coredns=$(build_cached "$here/dns" . "$cache/coredns-$coredns_version-$dns_key/coredns" -trimpath -ldflags "-s -w")
 echo "KUBELET_BIN=$kubelet"
 echo "KUBE_SCHEDULER_BIN=$scheduler"
 echo "KUBE_CONTROLLER_MANAGER_BIN=$controller"
@@ -46,3 +51,4 @@ echo "KUBECTL=$kubectl"
 echo "CLUSTER_IMAGE_BIN=$image"
 echo "PAUSE_BIN=$pause"
 echo "KUBECTL_DELIVERY_BIN=$delivery"
+echo "COREDNS_BIN=$coredns"

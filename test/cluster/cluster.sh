@@ -10,11 +10,14 @@
 #   test/cluster/cluster.sh restart-kubelet  stop the kubelet and start it again (the suite's fault)
 #   test/cluster/cluster.sh switch-operator  run training-operator $TRAINING_OPERATOR_V1_9_BIN
 #                                            with its CRD $MPIJOB_CRD_V1_9 in place of the first
+#   test/cluster/cluster.sh switch-mpi-operator  stop the training-operator and flytepropeller, and
+#                                            run mpi-operator $MPI_OPERATOR_BIN with its CRD
+#                                            $MPIJOB_CRD_V2BETA1 in place of the v1 CRD
 #
 # The parts come from the environment: KUBEBUILDER_ASSETS (kube-apiserver, etcd:
 # hack/envtest-assets.sh), KUBELET_BIN, KUBE_SCHEDULER_BIN,
 # KUBE_CONTROLLER_MANAGER_BIN, PAUSE_BIN, KUBECTL_DELIVERY_BIN and
-# CLUSTER_IMAGE_BIN (hack/cluster/build.sh), TRAINING_OPERATOR_BIN
+# CLUSTER_IMAGE_BIN, COREDNS_BIN (hack/cluster/build.sh), TRAINING_OPERATOR_BIN
 # (hack/e2e-operators.sh), MPIJOB_CRD_V1, PROPELLER_BIN (Flyte's controller,
 # test/cluster/propeller: hack/flyte-testdata.sh propeller), and IMAGE_TARS: image tarballs to
 # import into the node's containerd. From Debian: containerd, runc, the CNI
@@ -32,7 +35,10 @@
 # Service Pods reach, the API server's own (the launcher reads Pods through
 # it), has an iptables DNAT rule in the namespace, in place of kube-proxy; the
 # API server reaches the webhook's Service by its endpoints
-# (--enable-aggregator-routing).
+# (--enable-aggregator-routing). The cluster's DNS, CoreDNS with its
+# kubernetes plugin, answers at the node's address for cluster.local: the
+# Pods' nameserver (mpi-operator's launcher reaches its workers by their
+# names behind the job's headless Service).
 #
 # Everything lives in $CLUSTER_STATE; the processes it starts, and their
 # children (containerd's shims), in the cgroup $daemons_cgroup, and the
@@ -53,6 +59,7 @@ node_ip=10.217.0.1
 pod_cidr=10.218.0.0/24
 service_cidr=10.219.0.0/24
 api_service_ip=10.219.0.1
+cluster_domain=cluster.local
 registry=$node_ip:5000
 # flytepropeller's metrics, profiling and health checks (its prof-port), on the
 # namespace's addresses.
@@ -260,6 +267,16 @@ configs() {
 		  level: 4
 		  formatter: {type: text}
 	YAML
+	# The cluster's DNS, as a cluster's CoreDNS: the Services and Pods of
+	# cluster.local, from the API server; no other zone.
+	cat > "$state/Corefile" <<-CONF
+		$cluster_domain:53 {
+		  errors
+		  kubernetes $cluster_domain {
+		    kubeconfig $state/admin.kubeconfig
+		  }
+		}
+	CONF
 	cat > "$state/kubelet.yaml" <<-YAML
 		apiVersion: kubelet.config.k8s.io/v1beta1
 		kind: KubeletConfiguration
@@ -278,7 +295,9 @@ configs() {
 		  webhook: {enabled: true}
 		  x509: {clientCAFile: $state/pki/ca.crt}
 		authorization: {mode: Webhook}
-		# No cluster DNS: the job's Pods find each other through the API server.
+		# The cluster's DNS (CoreDNS), and nothing beyond it.
+		clusterDNS: [$node_ip]
+		clusterDomain: $cluster_domain
 		resolvConf: $state/resolv.conf
 		podLogsDir: $state/pod-logs
 		failSwapOn: false
@@ -324,7 +343,7 @@ vacant() {
 
 up() {
 	need KUBEBUILDER_ASSETS KUBELET_BIN KUBE_SCHEDULER_BIN KUBE_CONTROLLER_MANAGER_BIN PAUSE_BIN \
-		KUBECTL_DELIVERY_BIN CLUSTER_IMAGE_BIN TRAINING_OPERATOR_BIN MPIJOB_CRD_V1 KUBECTL PROPELLER_BIN
+		KUBECTL_DELIVERY_BIN CLUSTER_IMAGE_BIN COREDNS_BIN TRAINING_OPERATOR_BIN MPIJOB_CRD_V1 KUBECTL PROPELLER_BIN
 	vacant
 	mkdir -p "$state"/{logs,pids,images}
 	echo "$KUBECTL" > "$state/kubectl.bin"
@@ -361,6 +380,7 @@ up() {
 	start kube-scheduler "$KUBE_SCHEDULER_BIN" --kubeconfig "$state/admin.kubeconfig" \
 		--authentication-kubeconfig "$state/admin.kubeconfig" --authorization-kubeconfig "$state/admin.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false
+	dns
 	kubelet
 	operator "$TRAINING_OPERATOR_BIN" "$MPIJOB_CRD_V1"
 	propeller
@@ -374,6 +394,14 @@ kubelet() {
 	start kubelet "$KUBELET_BIN" --config "$state/kubelet.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
 		--root-dir "$state/kubelet" --cert-dir "$state/kubelet/pki" --hostname-override "$node" --node-ip "$node_ip"
 	await "node $node is Ready" 120 kubectl_ wait --for=condition=Ready "node/$node" --timeout=1s
+}
+
+# dns runs the cluster's DNS, CoreDNS, as a process: a copy in $state, as the
+# operators', so that leftovers finds it by its path.
+dns() {
+	cp "$COREDNS_BIN" "$state/coredns"
+	start coredns "$state/coredns" -conf "$state/Corefile"
+	await "the cluster DNS listens on $node_ip:53" 60 in_netns bash -c ": <> /dev/tcp/$node_ip/53"
 }
 
 # restart_kubelet stops the kubelet, as an upgrade or a crash would, and starts it again.
@@ -462,11 +490,42 @@ switch_operator() {
 	operator "$TRAINING_OPERATOR_V1_9_BIN" "$MPIJOB_CRD_V1_9"
 }
 
+# switch_mpi_operator runs mpi-operator $MPI_OPERATOR_BIN in place of the
+# training-operator. Both serve their MPIJobs under one CRD name,
+# mpijobs.kubeflow.org, so one API server serves one at a time: the
+# training-operator stops, and flytepropeller, whose mpi plugin watches
+# kubeflow.org/v1 MPIJobs; the v1 CRD goes (with any v1 MPIJob), and
+# mpi-operator's, kubeflow.org/v2beta1, comes. mpi-operator runs as a
+# process, as make test-e2e runs it: its health check on :8080 (a constant
+# in its code) is the namespace's.
+switch_mpi_operator() {
+	need MPI_OPERATOR_BIN MPIJOB_CRD_V2BETA1
+	local name pid
+	for name in training-operator propeller; do
+		pid=$(cat "$state/pids/$name")
+		kill -TERM "$pid" 2> /dev/null || true
+		while kill -0 "$pid" 2> /dev/null; do sleep 0.2; done
+		# Gone: down must not signal its PID, which another process may have by then.
+		rm "$state/pids/$name"
+		log "stopped $name (pid $pid)"
+	done
+	kubectl_ delete customresourcedefinition mpijobs.kubeflow.org --wait > /dev/null
+	log "deleted the CRD MPIJob kubeflow.org/v1"
+	kubectl_ apply --server-side -f "$MPIJOB_CRD_V2BETA1" > /dev/null
+	kubectl_ create namespace mpi-operator --dry-run=client -o yaml | kubectl_ apply -f - > /dev/null
+	cp "$MPI_OPERATOR_BIN" "$state/mpi-operator"
+	start mpi-operator env -i "$state/mpi-operator" --kubeConfig "$state/admin.kubeconfig" --lock-namespace mpi-operator \
+		--kube-api-qps 100 --kube-api-burst 200
+	await "the CRD MPIJob kubeflow.org/v2beta1 is served" 60 kubectl_ get mpijobs.v2beta1.kubeflow.org -A
+	await "mpi-operator answers its health check on :8080" 60 in_netns bash -c ": <> /dev/tcp/127.0.0.1/8080"
+}
+
 # stop_pids kills the processes we started, by the PIDs recorded at start and
 # by those in the daemons' and the Pods' cgroups, politely first.
 stop_pids() {
 	local name pid pids=()
-	for name in propeller training-operator kubelet kube-scheduler kube-controller-manager kube-apiserver etcd registry; do
+	for name in propeller training-operator mpi-operator kubelet coredns kube-scheduler kube-controller-manager kube-apiserver etcd \
+		registry; do
 		[[ -f "$state/pids/$name" ]] && pids+=("$(cat "$state/pids/$name")")
 	done
 	for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
@@ -555,7 +614,10 @@ leftovers() {
 	# Ours is gone with the cluster's cgroup; one left would be the Debian
 	# package's own service, which a machine without policy-rc.d starts.
 	pgrep -x docker-registry > /dev/null && left+=("a docker-registry process: $(pgrep -a -x docker-registry)")
-	pgrep -f "^$state/flytepropeller" > /dev/null && left+=("a flytepropeller process: $(pgrep -a -f "^$state/flytepropeller")")
+	local part
+	for part in flytepropeller coredns mpi-operator; do
+		pgrep -f "^$state/$part" > /dev/null && left+=("a $part process: $(pgrep -a -f "^$state/$part")")
+	done
 	((${#left[@]} == 0)) || die "left behind: ${left[*]}"
 }
 
@@ -569,6 +631,10 @@ restart-kubelet)
 switch-operator)
 	KUBECTL=$(cat "$state/kubectl.bin")
 	switch_operator
+	;;
+switch-mpi-operator)
+	KUBECTL=$(cat "$state/kubectl.bin")
+	switch_mpi_operator
 	;;
 exec)
 	shift
@@ -587,7 +653,7 @@ test)
 	log "$1 took $((SECONDS - start_test))s"
 	;;
 *)
-	echo "usage: $0 up|down|exec CMD...|test CMD...|restart-kubelet|switch-operator" >&2
+	echo "usage: $0 up|down|exec CMD...|test CMD...|restart-kubelet|switch-operator|switch-mpi-operator" >&2
 	exit 2
 	;;
 esac

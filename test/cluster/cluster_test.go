@@ -40,7 +40,7 @@ const (
 	// workerService is the task's environment that makes its ranks check,
 	// each in its worker, that the sshd the task declares as its worker
 	// command answers there (hack/cluster/job/task.py).
-	workerService = "WORKER_SERVICE=127.0.0.1:2222"
+	workerService = "WORKER_SERVICE=127.0.0.1:" + sshdPort
 	// webhookNamespace is where the README installs the chart, and where the
 	// suite runs it under the restricted Pod Security Standard.
 	webhookNamespace = "flyte-mpi-webhook-system"
@@ -445,7 +445,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 				client.MatchingLabels(webhookDeployment(ctx).Spec.Selector.MatchLabels))).To(Succeed())
 			g.Expect(pods.Items).To(BeEmpty())
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-		job := suspendedFlyteJob(ns, "refused")
+		job := suspendedFlyteJob("v1", ns, "refused")
 		err := k8sClient.Create(ctx, job)
 		Expect(err).To(MatchError(ContainSubstring(webhookName)))
 
@@ -455,7 +455,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			g.Expect(ready).To(BeTrue())
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 		Eventually(ctx, func() error {
-			return k8sClient.Create(ctx, suspendedFlyteJob(ns, "admitted"))
+			return k8sClient.Create(ctx, suspendedFlyteJob("v1", ns, "admitted"))
 		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
 		awaitBothReplicas(ctx)
 	})
@@ -471,7 +471,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			g.Expect(pods.Items).To(BeEmpty())
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 
-		awaitPolicyLoaded(ctx)
+		awaitPolicyLoaded(ctx, "v1")
 		runWithAddOn(ctx, mpiNothing, horovodNothing, mpiDeclared, horovodDeclared)
 	})
 
@@ -488,7 +488,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		Expect(script).To(ContainSubstring(file), "the README's one file is install.yaml")
 		dir := releaseFiles(file)
 		sh(ctx, dir, script)
-		awaitPolicyLoaded(ctx)
+		awaitPolicyLoaded(ctx, "v1")
 		runWithAddOn(ctx, mpiDeclared, horovodDeclared)
 		sh(ctx, dir, "kubectl delete -f "+file)
 		awaitNamespaceGone(ctx, webhookNamespace)
@@ -499,7 +499,7 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			overlay := writeOverlay(readme.overlay)
 			sh(ctx, filepath.Dir(overlay), "kubectl apply -k "+filepath.Base(overlay))
 			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: overlayNamespace}, &corev1.Namespace{})).To(Succeed())
-			awaitPolicyLoaded(ctx)
+			awaitPolicyLoaded(ctx, "v1")
 			runWithAddOn(ctx, mpiDeclared, horovodDeclared)
 		})
 
@@ -518,6 +518,76 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		sh(ctx, filepath.Dir(overlay), "kubectl delete -k "+filepath.Base(overlay))
 		awaitNamespaceGone(ctx, overlayNamespace)
 	})
+
+	// mpi-operator's CRD has the training-operator's name, mpijobs.kubeflow.org:
+	// it comes last, in place of the training-operator's (cluster.sh switch-mpi-operator).
+	It("under mpi-operator v0.8.2 (kubeflow.org/v2beta1), without the add-on: a worker runs its image's entrypoint "+
+		"with the args Flyte gave it", func(ctx SpecContext) {
+		switchMPIOperator(ctx)
+		plainDeclares := v2beta1Case{image: jobImage, declares: true}
+		entrypointDeclares := v2beta1Case{image: entrypointImage, declares: true}
+		plainNothing := v2beta1Case{image: jobImage}
+		entrypointNothing := v2beta1Case{image: entrypointImage}
+		jobs, outcomes := runV2beta1(ctx, plainDeclares, entrypointDeclares, plainNothing, entrypointNothing)
+		for i, c := range []v2beta1Case{plainDeclares, entrypointDeclares, plainNothing, entrypointNothing} {
+			expectStoredWith(jobs[i], c, mutate.SourceNone)
+		}
+		// On an image without an ENTRYPOINT the args are the command: the
+		// declared sshd runs, the launcher's mpirun logs in, and the job succeeds.
+		Expect(outcomes[0].verdict).To(Equal("Succeeded"), "%s\n%s", outcomes[0], outcomes[0].log)
+		expectRanOverSSH(ctx, jobs[0], outcomes[0])
+		// Behind an ENTRYPOINT that does not run them, the args are the
+		// script's: every container of the job, the launcher's too, exits 2,
+		// the launcher once more for its retry.
+		for _, o := range []v2beta1Outcome{outcomes[1], outcomes[3]} {
+			Expect(o.verdict).To(Equal("Failed"), "%s\n%s", o, o.log)
+			Expect(o.workers).To(HaveEach(HaveSuffix("exited 2")), o.String())
+			Expect(o.launchers).To(Equal(2), o.String())
+			Expect(o.log).To(ContainSubstring("neither mpirun"), "the launcher ran the script: %s", o)
+		}
+		// Without a declared worker command, each worker runs the task's own
+		// mpirun line, which Flyte copied: its two ranks meet in that one
+		// worker, and fail (exit 1); no sshd runs, and the launcher fails, twice.
+		Expect(outcomes[2].verdict).To(Equal("Failed"), "%s\n%s", outcomes[2], outcomes[2].log)
+		Expect(outcomes[2].workers).To(HaveEach(HaveSuffix("exited 1")), outcomes[2].String())
+		Expect(outcomes[2].launchers).To(Equal(2), outcomes[2].String())
+	})
+
+	It("under mpi-operator v0.8.2, with the webhook: every worker runs the declared sshd, whatever the image's ENTRYPOINT; "+
+		"a job that declares nothing is left as Flyte made it", func(ctx SpecContext) {
+		sh(ctx, releaseFiles(imageTar(), chartFile()), forRelease(readme.helm))
+		awaitBothReplicas(ctx)
+		plain := v2beta1Case{image: jobImage, declares: true}
+		entrypoint := v2beta1Case{image: entrypointImage, declares: true}
+		// On the image whose job fails soonest: the image is not what the webhook looks at.
+		nothing := v2beta1Case{image: entrypointImage}
+		jobs, outcomes := runV2beta1(ctx, plain, entrypoint, nothing)
+		expectStoredWith(jobs[0], plain, mutate.SourceFlyteWorkerArgs)
+		expectStoredWith(jobs[1], entrypoint, mutate.SourceFlyteWorkerArgs)
+		expectStoredWith(jobs[2], nothing, mutate.SourceNone)
+		Expect(outcomes[2].verdict).To(Equal("Failed"), "%s\n%s", outcomes[2], outcomes[2].log)
+		Expect(outcomes[2].workers).To(HaveEach(HaveSuffix("exited 2")), outcomes[2].String())
+		Expect(outcomes[0].verdict).To(Equal("Succeeded"), "%s\n%s", outcomes[0], outcomes[0].log)
+		expectRanOverSSH(ctx, jobs[0], outcomes[0])
+		// The webhook gives the worker its command; the launcher keeps the
+		// args Flyte gave it, which the ENTRYPOINT takes as the script's.
+		Expect(outcomes[1].verdict).To(Equal("Failed"), "%s\n%s", outcomes[1], outcomes[1].log)
+		Expect(outcomes[1].workers).To(HaveEach(HaveSuffix("running")), outcomes[1].String())
+		Expect(outcomes[1].launchers).To(Equal(2), outcomes[1].String())
+		Expect(outcomes[1].log).To(ContainSubstring("neither mpirun"), "the launcher ran the script: %s", outcomes[1])
+	})
+
+	It("under mpi-operator v0.8.2, with the policy: the declared sshd runs, and the launcher reaches it over SSH",
+		func(ctx SpecContext) {
+			helmUpgrade(ctx, "mode=policy")
+			awaitPolicyLoaded(ctx, "v2beta1")
+			plain := v2beta1Case{image: jobImage, declares: true}
+			jobs, outcomes := runV2beta1(ctx, plain)
+			expectStoredWith(jobs[0], plain, mutate.SourceFlyteWorkerArgs)
+			Expect(outcomes[0].verdict).To(Equal("Succeeded"), "%s\n%s", outcomes[0], outcomes[0].log)
+			expectRanOverSSH(ctx, jobs[0], outcomes[0])
+			helm(ctx, "uninstall", release, "--namespace", webhookNamespace, "--wait", "--timeout", "3m")
+		})
 })
 
 // chartFile is the release's chart, as make release packaged it.
@@ -530,11 +600,12 @@ func helmUpgrade(ctx context.Context, set string) {
 		"--reuse-values", "--set", set, "--wait", "--timeout", "3m")
 }
 
-// suspendedFlyteJob returns testdata/flyte's horovodCase job, named name in
-// namespace, suspended so that the training-operator starts no Pods for it.
-func suspendedFlyteJob(namespace, name string) *unstructured.Unstructured {
+// suspendedFlyteJob returns testdata/flyte's horovodCase job of version
+// (v1, v2beta1), named name in namespace, suspended so that the operator
+// starts no Pods for it.
+func suspendedFlyteJob(version, namespace, name string) *unstructured.Unstructured {
 	GinkgoHelper()
-	job, err := fixtures.FlyteJob("v1", horovodCase)
+	job, err := fixtures.FlyteJob(version, horovodCase)
 	Expect(err).NotTo(HaveOccurred())
 	job.SetNamespace(namespace)
 	job.SetName(name)

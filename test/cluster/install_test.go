@@ -256,12 +256,13 @@ func expectPodsRunReleasedImage(ctx context.Context) {
 }
 
 // awaitPolicyLoaded waits until the API server applies the admission
-// policy just installed: until it does, Flyte's job would be stored unchanged.
-func awaitPolicyLoaded(ctx context.Context) {
+// policy just installed to MPIJobs of version, the one served: until it
+// does, Flyte's job would be stored unchanged.
+func awaitPolicyLoaded(ctx context.Context, version string) {
 	GinkgoHelper()
 	ns := namespace(ctx)
 	Eventually(ctx, func(g Gomega) {
-		job := suspendedFlyteJob(ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()))
+		job := suspendedFlyteJob(version, ns, fmt.Sprintf("probe-%d", time.Now().UnixNano()))
 		g.Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		command, _, _ := unstructured.NestedStringSlice(workerContainer(job), "command")
 		g.Expect(command).To(Equal(fixtures.SSHD))

@@ -6,7 +6,9 @@
 // backend (hack/flyte-testdata's launch) creates them. The verdict on a job
 // is its MPIJob's Succeeded condition. Flyte's own controller, flytepropeller,
 // runs workflows on the cluster too, whose verdict is what Flyte shows
-// (flyte_test.go).
+// (flyte_test.go). Last, mpi-operator v0.8.2 replaces the training-operator
+// and runs kubeflow.org/v2beta1 jobs derived from Flyte's, whose launcher
+// reaches the workers over SSH (mpioperator_test.go).
 package cluster_test
 
 import (
