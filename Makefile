@@ -368,20 +368,33 @@ CHART_DIR ?= charts/flyte-mpi-webhook
 RELEASE_IMAGE_TAR = $(DIST_DIR)/flyte-mpi-webhook-$(VERSION)-image.tar
 RELEASE_CHART = $(DIST_DIR)/flyte-mpi-webhook-$(VERSION:v%=%).tgz
 RELEASE_INSTALLERS = $(foreach install,$(INSTALLS),$(DIST_DIR)/install$(if $(filter default,$(install)),,-$(install)).yaml)
+# The image's platforms (hack/image builds these two), and the SBOM of each,
+# which syft writes from the image's tarball: SPDX 2.3 JSON.
+RELEASE_PLATFORMS = linux/amd64 linux/arm64
+release-sbom = $(DIST_DIR)/flyte-mpi-webhook-$(VERSION)-$(subst /,-,$(1)).spdx.json
+RELEASE_SBOMS = $(foreach platform,$(RELEASE_PLATFORMS),$(call release-sbom,$(platform)))
+# Every file of a release, which SHA256SUMS covers.
+RELEASE_FILES = $(RELEASE_IMAGE_TAR) $(RELEASE_IMAGE_TAR:.tar=.ref) $(RELEASE_SBOMS) $(RELEASE_CHART) $(RELEASE_INSTALLERS)
 
 .PHONY: release
-release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the image tarball, the chart, the one-file install of each mode with the image pinned to VERSION, and SHA256SUMS.
+release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the image tarball and its digest, an SPDX SBOM per platform (syft), the chart, the one-file install of each mode with the image pinned to VERSION, and SHA256SUMS of them all.
 	@[[ "$(VERSION)" =~ $(SEMVER_RE) ]] || { \
 		echo "VERSION=$(VERSION): want a release version, v and then semver without build metadata, such as VERSION=v0.1.0 or VERSION=v0.2.0-rc.1" >&2; exit 1; }
 	@[ -f $(CHART_DIR)/Chart.yaml ] || { echo "$(CHART_DIR)/Chart.yaml: no chart to package" >&2; exit 1; }
 	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
 	@mkdir -p $(DIST_DIR)
+	$(if $(filter $(LOCALBIN)/syft,$(SYFT)),$(MAKE) --no-print-directory syft)
 	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_TAR=$(RELEASE_IMAGE_TAR)
+	@# What the image holds, read from it as a scanner reads it: the Go modules compiled
+	@# into /webhook (its build info) with their versions, and the image's layer and digests.
+	$(foreach platform,$(RELEASE_PLATFORMS),SYFT_CHECK_FOR_APP_UPDATE=false $(SYFT) scan --quiet \
+		--platform $(platform) --source-name $(IMAGE_REPOSITORY) --source-version $(VERSION) \
+		-o spdx-json=$(call release-sbom,$(platform)) oci-archive:$(RELEASE_IMAGE_TAR) &&) true
 	for install in $(INSTALLS); do \
 		$(MAKE) --no-print-directory build-installer INSTALL=$$install IMG=$(IMAGE_REPOSITORY):$(VERSION) || exit 1; \
 	done
 	$(HELM) package $(CHART_DIR) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST_DIR)
-	cd $(DIST_DIR) && sha256sum $(notdir $(RELEASE_IMAGE_TAR) $(RELEASE_CHART) $(RELEASE_INSTALLERS)) > SHA256SUMS
+	cd $(DIST_DIR) && sha256sum $(notdir $(RELEASE_FILES)) > SHA256SUMS
 	@cat $(DIST_DIR)/SHA256SUMS
 
 ##@ Performance
@@ -424,7 +437,7 @@ BENCHSTAT_VERSION ?= $(call tool-version,golang.org/x/perf)
 VEGETA_VERSION ?= $(call tool-version,github.com/tsenart/vegeta/v12)
 
 .PHONY: tools
-tools: kustomize golangci-lint benchstat vegeta helm-docs ## Build every tool below into bin/.
+tools: kustomize golangci-lint benchstat vegeta helm-docs syft ## Build every tool below into bin/.
 
 .PHONY: kustomize
 kustomize: $(LOCALBIN) ## Build bin/kustomize, which renders config/ (deploy, the manifests tests, envtest).
@@ -458,16 +471,26 @@ helm: $(LOCALBIN) ## Build bin/helm, with which make release packages the chart.
 helm-docs: $(LOCALBIN) ## Build bin/helm-docs, which writes the chart's README (make chart-docs).
 	$(call go-build-tool,$(HELM_DOCS),github.com/norwoodj/helm-docs/cmd/helm-docs,$(HELM_DOCS_VERSION),hack/helm-docs)
 
+# syft, which writes the image's SBOM in make release: a module of its own
+# (hack/syft), for its catalogers' many dependencies. Its version, which the
+# SBOM names as its creator, is set as syft's own release sets it.
+SYFT ?= $(LOCALBIN)/syft
+SYFT_VERSION ?= $(shell $(GO) -C hack/syft list -m -f '{{.Version}}' github.com/anchore/syft)
+
+.PHONY: syft
+syft: $(LOCALBIN) ## Build bin/syft, with which make release writes the image's SBOM.
+	$(call go-build-tool,$(SYFT),github.com/anchore/syft/cmd/syft,$(SYFT_VERSION),hack/syft,-ldflags=-X=main.version=$(SYFT_VERSION))
+
 # go-build-tool builds package $(2) of the tools module $(4) (default
-# hack/tools) at version $(3) into $(1)-$(3), and links $(1) to it, unless that
-# is done already: kubebuilder's go-install-tool, with the version from the
-# module's go.mod.
+# hack/tools) at version $(3) into $(1)-$(3), with the go build flags $(5),
+# and links $(1) to it, unless that is done already: kubebuilder's
+# go-install-tool, with the version from the module's go.mod.
 define go-build-tool
 @[ -f "$(1)-$(3)" ] && [ "$$(readlink -- "$(1)" 2>/dev/null)" = "$(1)-$(3)" ] || { \
 set -e; \
 echo "Building $(2)@$(3) into $(1)"; \
 rm -f "$(1)"; \
-$(GO) -C $(or $(4),hack/tools) build -o "$(1)-$(3)" $(2); \
+$(GO) -C $(or $(4),hack/tools) build $(5) -o "$(1)-$(3)" $(2); \
 ln -sf "$(1)-$(3)" "$(1)"; \
 }
 endef
