@@ -397,6 +397,61 @@ release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the 
 	cd $(DIST_DIR) && sha256sum $(notdir $(RELEASE_FILES)) > SHA256SUMS
 	@cat $(DIST_DIR)/SHA256SUMS
 
+# Where make publish pushes a release: the image to REGISTRY/flyte-mpi-webhook,
+# the chart to REGISTRY/charts/flyte-mpi-webhook (IMAGE_REPOSITORY's registry
+# and namespace unless told).
+REGISTRY ?= $(patsubst %/,%,$(dir $(IMAGE_REPOSITORY)))
+PUBLISH_IMAGE = $(REGISTRY)/flyte-mpi-webhook
+PUBLISH_CHARTS = $(REGISTRY)/charts
+# The cosign private key make publish signs with (COSIGN_PASSWORD its
+# password); empty, it signs keyless, with the OIDC identity of the machine
+# it runs on: the release pipeline's, recorded in the public transparency log.
+# A key's signatures are not logged: a private mirror's verifiers hold its key.
+COSIGN_KEY ?=
+# true: REGISTRY speaks plain HTTP (the tests' registry, on loopback).
+PUBLISH_PLAIN_HTTP ?= false
+COSIGN_SIGN_FLAGS = --yes $(if $(COSIGN_KEY),--key $(COSIGN_KEY) --use-signing-config=false --tlog-upload=false)
+COSIGN_REGISTRY_FLAGS = $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--allow-http-registry)
+
+.PHONY: publish
+publish: ## Push make release's image (skopeo) and chart (helm push) for VERSION from DIST_DIR to REGISTRY, sign both and attest the SBOMs to the image with cosign (COSIGN_KEY, or keyless), sign SHA256SUMS into SHA256SUMS.sigstore.json, and write the digests to published.env.
+	@[[ "$(VERSION)" =~ $(SEMVER_RE) ]] || { echo "VERSION=$(VERSION): want the version make release made, such as VERSION=v0.1.0" >&2; exit 1; }
+	@for file in $(RELEASE_FILES) $(DIST_DIR)/SHA256SUMS; do [ -f "$$file" ] || { \
+		echo "$$file: no such file: run make release VERSION=$(VERSION) DIST_DIR=$(DIST_DIR) first" >&2; exit 1; }; done
+	cd $(DIST_DIR) && sha256sum --quiet --check SHA256SUMS
+	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
+	$(if $(filter $(LOCALBIN)/cosign,$(COSIGN)),$(MAKE) --no-print-directory cosign)
+	@command -v skopeo >/dev/null || { echo "publish: no skopeo; apt-get install -y skopeo" >&2; exit 1; }
+	@# skopeo keeps the index's digest, which make image wrote beside the tarball.
+	skopeo copy --quiet --all --preserve-digests $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--dest-tls-verify=false) \
+		oci-archive:$(RELEASE_IMAGE_TAR) docker://$(PUBLISH_IMAGE):$(VERSION)
+	@# One shell (-e): each command stops the rest when it fails.
+	image=$(PUBLISH_IMAGE)@$$(sed 's/.*@//' $(RELEASE_IMAGE_TAR:.tar=.ref)); \
+	$(COSIGN) sign $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) "$$image"; \
+	$(foreach sbom,$(RELEASE_SBOMS),$(COSIGN) attest $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) \
+		--type spdxjson --predicate $(sbom) "$$image";) \
+	chart=$$($(HELM) push $(RELEASE_CHART) oci://$(PUBLISH_CHARTS) $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--plain-http) 2>&1 \
+		| tee /dev/stderr | sed -n 's/^Digest: //p'); \
+	[ -n "$$chart" ] || { echo "publish: helm push printed no digest" >&2; exit 1; }; \
+	$(COSIGN) sign $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) $(PUBLISH_CHARTS)/flyte-mpi-webhook@$$chart; \
+	$(COSIGN) sign-blob $(COSIGN_SIGN_FLAGS) --bundle $(DIST_DIR)/SHA256SUMS.sigstore.json $(DIST_DIR)/SHA256SUMS; \
+	printf 'image=%s\nimage_digest=%s\nchart=%s\nchart_digest=%s\n' $(PUBLISH_IMAGE) "$${image#*@}" \
+		$(PUBLISH_CHARTS)/flyte-mpi-webhook "$$chart" > $(DIST_DIR)/published.env
+	@cat $(DIST_DIR)/published.env
+
+# The release make release-check makes, publishes to a registry of its own and verifies.
+RELEASE_CHECK_VERSION = v0.0.0-check
+RELEASE_CHECK_DIST = bin/release-check
+
+.PHONY: release-check
+release-check: ## Make a release into bin/release-check, make publish it to a docker-registry of its own on 127.0.0.1, signed with a key pair it generates, check its SBOMs against go list, and run the README's "With a key" verification: it passes, and refuses an image pushed under the tag with another digest, or another key (test/release/check.sh).
+	hack/apt-install.sh docker-registry skopeo jq
+	rm -rf $(RELEASE_CHECK_DIST)
+	$(MAKE) --no-print-directory release VERSION=$(RELEASE_CHECK_VERSION) DIST_DIR=$(RELEASE_CHECK_DIST)
+	$(if $(filter $(LOCALBIN)/cosign,$(COSIGN)),$(MAKE) --no-print-directory cosign)
+	RELEASE_DIR=$(RELEASE_CHECK_DIST) RELEASE_VERSION=$(RELEASE_CHECK_VERSION) COSIGN=$(COSIGN) HELM=$(HELM) \
+		MAKE="$(MAKE)" test/release/check.sh
+
 ##@ Performance
 
 # Where make bench writes each step's full output, and the table.
@@ -437,7 +492,7 @@ BENCHSTAT_VERSION ?= $(call tool-version,golang.org/x/perf)
 VEGETA_VERSION ?= $(call tool-version,github.com/tsenart/vegeta/v12)
 
 .PHONY: tools
-tools: kustomize golangci-lint benchstat vegeta helm-docs syft ## Build every tool below into bin/.
+tools: kustomize golangci-lint benchstat vegeta helm-docs syft cosign ## Build every tool below into bin/.
 
 .PHONY: kustomize
 kustomize: $(LOCALBIN) ## Build bin/kustomize, which renders config/ (deploy, the manifests tests, envtest).
@@ -480,6 +535,17 @@ SYFT_VERSION ?= $(shell $(GO) -C hack/syft list -m -f '{{.Version}}' github.com/
 .PHONY: syft
 syft: $(LOCALBIN) ## Build bin/syft, with which make release writes the image's SBOM.
 	$(call go-build-tool,$(SYFT),github.com/anchore/syft/cmd/syft,$(SYFT_VERSION),hack/syft,-ldflags=-X=main.version=$(SYFT_VERSION))
+
+# cosign, with which make publish signs the image and the chart and attests
+# the SBOMs: a module of its own (hack/cosign), for the sigstore clients and
+# cloud KMS SDKs it brings. Its version, which cosign version prints, is set
+# as cosign's own release sets it.
+COSIGN ?= $(LOCALBIN)/cosign
+COSIGN_VERSION ?= $(shell $(GO) -C hack/cosign list -m -f '{{.Version}}' github.com/sigstore/cosign/v3)
+
+.PHONY: cosign
+cosign: $(LOCALBIN) ## Build bin/cosign, with which make publish signs a release and make release-check verifies it.
+	$(call go-build-tool,$(COSIGN),github.com/sigstore/cosign/v3/cmd/cosign,$(COSIGN_VERSION),hack/cosign,-ldflags=-X=sigs.k8s.io/release-utils/version.gitVersion=$(COSIGN_VERSION))
 
 # go-build-tool builds package $(2) of the tools module $(4) (default
 # hack/tools) at version $(3) into $(1)-$(3), with the go build flags $(5),
