@@ -62,8 +62,9 @@ fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's i
 	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: golangci-lint tidy-check chart-sync-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), make tidy-check and make chart-sync-check.
+lint: golangci-lint actionlint tidy-check chart-sync-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), actionlint on .github/workflows, make tidy-check and make chart-sync-check.
 	$(GOLANGCI_LINT) run
+	$(ACTIONLINT)
 
 .PHONY: tidy-check
 tidy-check: ## Fail, naming the module and with the diff, when go mod tidy would change any module's go.mod or go.sum (hack/tidy-check.sh).
@@ -492,7 +493,7 @@ BENCHSTAT_VERSION ?= $(call tool-version,golang.org/x/perf)
 VEGETA_VERSION ?= $(call tool-version,github.com/tsenart/vegeta/v12)
 
 .PHONY: tools
-tools: kustomize golangci-lint benchstat vegeta helm-docs syft cosign ## Build every tool below into bin/.
+tools: kustomize golangci-lint benchstat vegeta helm-docs actionlint syft cosign ## Build every tool below into bin/.
 
 .PHONY: kustomize
 kustomize: $(LOCALBIN) ## Build bin/kustomize, which renders config/ (deploy, the manifests tests, envtest).
@@ -535,6 +536,16 @@ SYFT_VERSION ?= $(shell $(GO) -C hack/syft list -m -f '{{.Version}}' github.com/
 .PHONY: syft
 syft: $(LOCALBIN) ## Build bin/syft, with which make release writes the image's SBOM.
 	$(call go-build-tool,$(SYFT),github.com/anchore/syft/cmd/syft,$(SYFT_VERSION),hack/syft,-ldflags=-X=main.version=$(SYFT_VERSION))
+
+# actionlint, which make lint runs on .github/workflows: a module of its own
+# (hack/actionlint), for the go.yaml.in/yaml/v4 release it needs, older than
+# the one golangci-lint brings into hack/tools.
+ACTIONLINT ?= $(LOCALBIN)/actionlint
+ACTIONLINT_VERSION ?= $(shell $(GO) -C hack/actionlint list -m -f '{{.Version}}' github.com/rhysd/actionlint)
+
+.PHONY: actionlint
+actionlint: $(LOCALBIN) ## Build bin/actionlint, which make lint runs on the GitHub workflows.
+	$(call go-build-tool,$(ACTIONLINT),github.com/rhysd/actionlint/cmd/actionlint,$(ACTIONLINT_VERSION),hack/actionlint,-ldflags=-X=github.com/rhysd/actionlint.version=$(ACTIONLINT_VERSION))
 
 # cosign, with which make publish signs the image and the chart and attests
 # the SBOMs: a module of its own (hack/cosign), for the sigstore clients and
