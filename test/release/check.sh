@@ -87,6 +87,8 @@ start=$SECONDS
 "$MAKE" --no-print-directory publish VERSION="$RELEASE_VERSION" DIST_DIR="$RELEASE_DIR" REGISTRY="$registry" \
 	COSIGN_KEY="$work/release.key" PUBLISH_PLAIN_HTTP=true COSIGN="$COSIGN" ${HELM:+HELM="$HELM"} >&2
 log "make publish took $((SECONDS - start))s"
+# What make publish pushed and signed: image, image_digest, chart, chart_digest.
+image='' image_digest=''
 # shellcheck source=/dev/null
 source "$RELEASE_DIR/published.env"
 image_ref=$(cat "$RELEASE_DIR"/flyte-mpi-webhook-"$RELEASE_VERSION"-image.ref)
@@ -169,7 +171,7 @@ skopeo copy --quiet --dest-tls-verify=false --override-os linux --override-arch 
 	oci-archive:"$RELEASE_DIR/flyte-mpi-webhook-$RELEASE_VERSION-image.tar" docker://"$registry/flyte-mpi-webhook:$RELEASE_VERSION"
 tampered=$(skopeo inspect --tls-verify=false --format '{{.Digest}}' docker://"$registry/flyte-mpi-webhook:$RELEASE_VERSION")
 [[ $tampered != "$image_digest" ]] || fail "the tampered tag still names $image_digest"
-COSIGN_PASSWORD= "$COSIGN" sign --yes --key "$work/other.key" --use-signing-config=false --tlog-upload=false \
+"$COSIGN" sign --yes --key "$work/other.key" --use-signing-config=false --tlog-upload=false \
 	"$registry/flyte-mpi-webhook@$tampered" > /dev/null 2>&1 || fail "cosign sign with the other key"
 "$COSIGN" attest --yes --key "$work/other.key" --use-signing-config=false --tlog-upload=false \
 	--type spdxjson --predicate "$RELEASE_DIR/flyte-mpi-webhook-$RELEASE_VERSION-linux-arm64.spdx.json" \
