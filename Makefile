@@ -431,8 +431,10 @@ publish: ## Push make release's image (skopeo) and chart (helm push) for VERSION
 	$(COSIGN) sign $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) "$$image"; \
 	$(foreach sbom,$(RELEASE_SBOMS),$(COSIGN) attest $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) \
 		--type spdxjson --predicate $(sbom) "$$image";) \
-	chart=$$($(HELM) push $(RELEASE_CHART) oci://$(PUBLISH_CHARTS) $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--plain-http) 2>&1 \
-		| tee /dev/stderr | sed -n 's/^Digest: //p'); \
+	pushed=$$($(HELM) push $(RELEASE_CHART) oci://$(PUBLISH_CHARTS) $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--plain-http) 2>&1) || \
+		{ echo "$$pushed" >&2; exit 1; }; \
+	echo "$$pushed"; \
+	chart=$$(sed -n 's/^Digest: //p' <<< "$$pushed"); \
 	[ -n "$$chart" ] || { echo "publish: helm push printed no digest" >&2; exit 1; }; \
 	$(COSIGN) sign $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) $(PUBLISH_CHARTS)/flyte-mpi-webhook@$$chart; \
 	$(COSIGN) sign-blob $(COSIGN_SIGN_FLAGS) --bundle $(DIST_DIR)/SHA256SUMS.sigstore.json $(DIST_DIR)/SHA256SUMS; \
