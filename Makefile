@@ -229,7 +229,7 @@ test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-
 	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
 		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
 		TRAINING_OPERATOR_V1_9_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) hack/e2e-operators.sh) && \
-	flyte=$$(hack/flyte-testdata.sh binary) && \
+	flyte=$$(hack/flyte-testdata.sh backend) && \
 	export $$operators $$flyte && \
 	env $(ENVTEST_ENV) TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
 		$(GO) test -count=1 -v ./test/e2e/... 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)' && \
@@ -261,7 +261,7 @@ test-cluster: helm ## Start a real single-node cluster in a network namespace (t
 	operators=$$(MPI_OPERATOR_VERSION=$$($(GO) list -m -f '{{.Version}}' github.com/kubeflow/mpi-operator) \
 		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
 		TRAINING_OPERATOR_V1_9_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) hack/e2e-operators.sh) && export $$operators && \
-	flyte=$$(hack/flyte-testdata.sh binary) && export $$flyte && \
+	flyte=$$(hack/flyte-testdata.sh backend) && export $$flyte && \
 	propeller=$$(hack/flyte-testdata.sh propeller) && export $$propeller && t "operators, Flyte's backend and flytepropeller built" && \
 	job=$$(hack/cluster/job-image.sh) && export $$job && t "job image built" && \
 	rm -rf $(TEST_CLUSTER_DIST) && \

@@ -4,10 +4,9 @@
 // builder, then through flytepropeller's k8s PluginManager with
 // flyteplugins' mpi plugin, which create the kubeflow.org/v1 MPIJob in a fake
 // Kubernetes client. Each job is written to <out>/v1/<case>.yaml and,
-// derived from it, to <out>/v2beta1/<case>.yaml. The launch subcommand runs
-// the same backend on one case with a real client to an API server instead,
-// and prints what Flyte reports (test/e2e/flyte). The older releases have
-// tools modules of their own under releases/. See README.md.
+// derived from it, to <out>/v2beta1/<case>.yaml. The older releases have
+// tools modules of their own under releases/. See README.md; the tests run
+// the same backend with a real client to an API server (test/flyte).
 package main
 
 import (
@@ -26,6 +25,5 @@ func main() {
 		// The backend of the releases whose flytepropeller is not served
 		// must build the same jobs as flytepropeller does.
 		CrossCheck: plugin.Build,
-		Launch:     propeller.Launch,
 	})
 }

@@ -3,12 +3,12 @@
 // Pods; the add-on is installed from make release's artifacts, pushed to the
 // cluster's registry, with the README's own commands (install_test.go); the
 // training-operator v1.8.1, then v1.9.4, runs the MPIJobs, and Flyte's own
-// backend (hack/flyte-testdata's launch) creates them. The verdict on a job
-// is its MPIJob's Succeeded condition. Flyte's own controller, flytepropeller,
-// runs workflows on the cluster too, whose verdict is what Flyte shows
-// (flyte_test.go). Last, mpi-operator v0.8.2 replaces the training-operator
-// and runs kubeflow.org/v2beta1 jobs derived from Flyte's, whose launcher
-// reaches the workers over SSH (mpioperator_test.go).
+// backend (test/flyte's flyte-backend launch) creates them. The verdict on a
+// job is its MPIJob's Succeeded condition. Flyte's own controller,
+// flytepropeller, runs workflows on the cluster too, whose verdict is what
+// Flyte shows (flyte_test.go). Last, mpi-operator v0.8.2 replaces the
+// training-operator and runs kubeflow.org/v2beta1 jobs derived from Flyte's,
+// whose launcher reaches the workers over SSH (mpioperator_test.go).
 package cluster_test
 
 import (
@@ -40,7 +40,7 @@ func TestCluster(t *testing.T) {
 var (
 	// kubeconfig is the cluster's, with a client certificate of system:masters.
 	kubeconfig string
-	// flyteBackend is hack/flyte-testdata's binary, whose launch runs Flyte's backend.
+	// flyteBackend is test/flyte's binary, flyte-backend, whose launch runs Flyte's backend.
 	flyteBackend string
 	// helmBinary is the Helm CLI that installs the chart.
 	helmBinary string
@@ -72,7 +72,7 @@ func env(name string) string {
 
 var _ = BeforeSuite(func() {
 	kubeconfig = env("KUBECONFIG")
-	flyteBackend = env("FLYTE_TESTDATA_BIN")
+	flyteBackend = env("FLYTE_BACKEND_BIN")
 	propellerBinary, propellerLog = env("PROPELLER_BIN"), env("PROPELLER_LOG")
 	helmBinary = env("HELM")
 	releaseDir, releaseVersion = env("RELEASE_DIR"), env("RELEASE_VERSION")

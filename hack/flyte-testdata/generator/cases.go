@@ -3,7 +3,6 @@ package generator
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strconv"
 )
 
@@ -362,47 +361,6 @@ func emptyInterface() map[string]any {
 		"inputs":  map[string]any{"variables": map[string]any{}},
 		"outputs": map[string]any{"variables": map[string]any{}},
 	}
-}
-
-// AddTaskAnnotations adds annotations to the task's metadata, where flytekit
-// writes @task(annotations=...). It leaves the case's own maps alone.
-func AddTaskAnnotations(task map[string]any, annotations map[string]string) {
-	if len(annotations) == 0 {
-		return
-	}
-	metadata := maps.Clone(task["metadata"].(map[string]any))
-	k8s, _ := metadata["metadata"].(map[string]any)
-	k8s = maps.Clone(k8s)
-	if k8s == nil {
-		k8s = map[string]any{}
-	}
-	merged, _ := k8s["annotations"].(map[string]any)
-	merged = maps.Clone(merged)
-	if merged == nil {
-		merged = map[string]any{}
-	}
-	for k, v := range annotations {
-		merged[k] = v
-	}
-	k8s["annotations"] = merged
-	metadata["metadata"] = k8s
-	task["metadata"] = metadata
-}
-
-// SetWorkerCommand makes task, a case's TaskTemplate of task_type_version 1,
-// declare Worker(command=command), as flytekit writes it in the custom's
-// workerReplicas. It leaves the case's own maps alone.
-func SetWorkerCommand(task map[string]any, command []string) error {
-	custom, _ := task["custom"].(map[string]any)
-	worker, _ := custom["workerReplicas"].(map[string]any)
-	if worker == nil {
-		return fmt.Errorf("the task's custom has no workerReplicas (a task_type_version 0 case?)")
-	}
-	custom, worker = maps.Clone(custom), maps.Clone(worker)
-	worker["command"] = command
-	custom["workerReplicas"] = worker
-	task["custom"] = custom
-	return nil
 }
 
 // TaskJSON is the case's TaskTemplate as protobuf JSON, for each release's

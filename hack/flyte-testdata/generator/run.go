@@ -12,7 +12,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,26 +85,13 @@ type Backend struct {
 	// served, the plugin backend (flyteplugins' BuildResource, flytepropeller's
 	// part done by the generator) that the other releases use alone.
 	CrossCheck func(ctx context.Context, c Case) (Built, error)
-	// Launch, when set, is the launch subcommand (see README.md).
-	Launch func(ctx context.Context, args []string, out io.Writer) error
 }
 
 // Main is the generator's command line: it writes every case's job to
 // -out/v1/<case>.yaml and, with -v2beta1, derived from it, to
-// -out/v2beta1/<case>.yaml; or it runs the launch subcommand.
+// -out/v2beta1/<case>.yaml.
 func Main(b Backend) {
 	name := filepath.Base(os.Args[0])
-	if len(os.Args) > 1 && os.Args[1] == "launch" && b.Launch != nil {
-		if err := b.Setup(); err != nil {
-			fmt.Fprintf(os.Stderr, "%s launch: %v\n", name, err)
-			os.Exit(1)
-		}
-		if err := b.Launch(context.Background(), os.Args[2:], os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "%s launch: %v\n", name, err)
-			os.Exit(1)
-		}
-		return
-	}
 	out := flag.String("out", "testdata/flyte", "directory to write v1/ (and v2beta1/) into")
 	v2beta1 := flag.Bool("v2beta1", true, "also write v2beta1/, derived from v1/ for mpi-operator v0.8.2")
 	flag.Parse()
@@ -222,20 +208,6 @@ func dropField(m map[string]any, path []string) bool {
 	_, ok := m[last]
 	delete(m, last)
 	return ok
-}
-
-// CaseNamed returns the case called name.
-func CaseNamed(name string) (Case, error) {
-	all, err := Cases()
-	if err != nil {
-		return Case{}, err
-	}
-	for _, c := range all {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return Case{}, fmt.Errorf("no case %q in hack/flyte-testdata/generator/cases.go", name)
 }
 
 func indent(lines []string) []string {

@@ -8,7 +8,7 @@ module github.com/flyteorg/flyte-mpi-webhook/test/cluster/propeller
 go 1.26.0
 
 require (
-	github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator v0.0.0
+	github.com/flyteorg/flyte-mpi-webhook/test/flyte v0.0.0
 	github.com/flyteorg/flyte/flyteplugins v1.16.8
 	github.com/flyteorg/flyte/flytepropeller v1.16.8
 )
@@ -47,6 +47,7 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
+	github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator v0.0.0 // indirect
 	github.com/flyteorg/flyte/flyteidl v1.16.8 // indirect
 	github.com/flyteorg/flyte/flytestdlib v1.16.8 // indirect
 	github.com/flyteorg/stow v0.3.12 // indirect
@@ -186,6 +187,9 @@ replace (
 	github.com/flyteorg/flyte/flytestdlib => github.com/flyteorg/flyte/flytestdlib v1.16.8
 )
 
-// The workflow subcommand's code: hack/flyte-testdata's, shared with the
-// generators of Flyte's testdata.
-replace github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator => ../../../hack/flyte-testdata/generator
+// The workflow subcommand's code (test/flyte), and the Flyte testdata
+// generator's cases and backend that it runs (hack/flyte-testdata).
+replace (
+	github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator => ../../../hack/flyte-testdata/generator
+	github.com/flyteorg/flyte-mpi-webhook/test/flyte => ../../flyte
+)

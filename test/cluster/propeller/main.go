@@ -3,8 +3,9 @@
 // cluster: flytepropeller's own command line (its --config, as
 // docs/CLUSTER.md gives it), built here rather than from flytepropeller's
 // main, which links every plugin. Its workflow subcommand prints the
-// FlyteWorkflow of one task (hack/flyte-testdata's cases, with launch's
-// flags), for the controller to run once it is created:
+// FlyteWorkflow of one task (hack/flyte-testdata's cases, with
+// flyte-backend launch's flags: test/flyte), for the controller to run once
+// it is created:
 //
 //	propeller --config propeller.yaml
 //	propeller workflow -case mpi-plain -namespace NS -cpu 100m -retries 1 | kubectl create -f -
@@ -17,12 +18,12 @@ import (
 	_ "github.com/flyteorg/flyte/flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi" // registers the "mpi" k8s plugin
 	"github.com/flyteorg/flyte/flytepropeller/cmd/controller/cmd"
 
-	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/propeller"
+	"github.com/flyteorg/flyte-mpi-webhook/test/flyte/backend"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "workflow" {
-		if err := propeller.Workflow(os.Args[2:], os.Stdout); err != nil {
+		if err := backend.Workflow(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "propeller workflow: %v\n", err)
 			os.Exit(2)
 		}

@@ -1,6 +1,6 @@
 // Package flyte_test runs Flyte's own backend, flytepropeller v1.16.8's k8s
-// PluginManager with flyteplugins' mpi plugin (hack/flyte-testdata's launch
-// subcommand), with a real client to an API server that calls the webhook,
+// PluginManager with flyteplugins' mpi plugin (test/flyte's flyte-backend
+// launch), with a real client to an API server that calls the webhook,
 // and checks what Flyte reports for each answer and what the API server
 // stored.
 package flyte_test
@@ -52,13 +52,13 @@ const policyTimeout = 30 * time.Second
 
 var (
 	cluster    = &operator.Cluster{}
-	backend    string // hack/flyte-testdata's binary
+	backend    string // test/flyte's binary, flyte-backend
 	kubeconfig string
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
-	backend, err = operator.Binary("FLYTE_TESTDATA_BIN")
+	backend, err = operator.Binary("FLYTE_BACKEND_BIN")
 	Expect(err).NotTo(HaveOccurred())
 	cluster.Env, err = framework.Start(ctx, "v1")
 	Expect(err).NotTo(HaveOccurred())
@@ -68,7 +68,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 var _ = AfterSuite(cluster.Stop)
 
-// launchResult is what hack/flyte-testdata's launch prints: what Flyte
+// launchResult is what flyte-backend launch prints: what Flyte
 // reports for the task's first attempt.
 type launchResult struct {
 	Phase  string `json:"phase"`

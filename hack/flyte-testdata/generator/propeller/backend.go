@@ -3,7 +3,9 @@
 // flytepropeller's compiler, FlyteWorkflow builder and k8s PluginManager
 // with flyteplugins' mpi plugin, as flytepropeller runs a new task node.
 // Each such release's tools module compiles it against its own Flyte
-// modules; see ../../README.md.
+// modules; see ../../README.md. The tests' Flyte backend (test/flyte) runs
+// the same pieces, BuildFlyteWorkflow and HandleFirstAttempt, with a real
+// client.
 package propeller
 
 import (
@@ -11,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
@@ -85,12 +86,16 @@ func Build(ctx context.Context, c generator.Case) (generator.Built, error) {
 // flytepropeller's k8s PluginManager drives flyteplugins' mpi plugin to
 // create the MPIJob in a fake Kubernetes client, from which it is read back.
 func buildMPIJob(ctx context.Context, tmpl *core.TaskTemplate, exec generator.Execution) ([]byte, error) {
-	scheme, err := newScheme()
+	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
 	kubeClient := &recordingClient{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
-	transition, err := launch(ctx, kubeClient, tmpl, exec, false)
+	wf, err := BuildFlyteWorkflow(tmpl, exec)
+	if err != nil {
+		return nil, err
+	}
+	transition, err := HandleFirstAttempt(ctx, kubeClient, wf)
 	if err != nil {
 		return nil, fmt.Errorf("plugin manager Handle for task %q: %w", tmpl.GetId().GetName(), err)
 	}
@@ -121,9 +126,9 @@ func (c *recordingClient) Create(ctx context.Context, obj client.Object, opts ..
 	return c.Client.Create(ctx, obj, opts...)
 }
 
-// newScheme returns the types the plugin manager's client serves: client-go's
-// and kubeflow.org/v1.
-func newScheme() (*runtime.Scheme, error) {
+// NewScheme returns the types the plugin manager's client serves: client-go's,
+// kubeflow.org/v1 and flyte.lyft.com/v1alpha1.
+func NewScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("registering client-go types: %w", err)
@@ -137,24 +142,13 @@ func newScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// launch runs the first round of Flyte's backend on one task, as
-// flytepropeller runs a new task node: it builds the FlyteWorkflow, and
-// flytepropeller's k8s PluginManager, with flyteplugins' mpi plugin and
-// kubeClient, handles the task's first attempt, which creates its MPIJob.
-// It returns what Handle returns: the transition Flyte reports, or the
-// error that flytepropeller takes for a system error. With createOwner, the
-// FlyteWorkflow is created through kubeClient first (createOwner).
-func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTemplate, exec generator.Execution,
-	createOwner bool) (pluginscore.Transition, error) {
-	wf, err := buildFlyteWorkflow(tmpl, exec)
-	if err != nil {
-		return pluginscore.Transition{}, err
-	}
-	if createOwner {
-		if err := createTerminatedOwner(ctx, kubeClient, wf); err != nil {
-			return pluginscore.Transition{}, err
-		}
-	}
+// HandleFirstAttempt runs the first round of Flyte's backend on wf, a
+// FlyteWorkflow from BuildFlyteWorkflow, as flytepropeller runs a new task
+// node: flytepropeller's k8s PluginManager, with flyteplugins' mpi plugin
+// and kubeClient, handles the first attempt of its task, which creates the
+// task's MPIJob. It returns what Handle returns: the transition Flyte
+// reports, or the error that flytepropeller takes for a system error.
+func HandleFirstAttempt(ctx context.Context, kubeClient client.Client, wf *v1alpha1.FlyteWorkflow) (pluginscore.Transition, error) {
 	entry, err := mpiPluginEntry()
 	if err != nil {
 		return pluginscore.Transition{}, err
@@ -173,28 +167,6 @@ func launch(ctx context.Context, kubeClient client.Client, tmpl *core.TaskTempla
 	return manager.Handle(ctx, tCtx)
 }
 
-// terminationStatusLabel is the label by which flytepropeller leaves alone
-// a FlyteWorkflow it has finished with (its controller's
-// IgnoreCompletedWorkflowsLabelSelector), with its value.
-const terminationStatusLabel, terminated = "termination-status", "terminated"
-
-// createTerminatedOwner creates wf, the owner that the MPIJob's owner
-// reference names, as finished (terminationStatusLabel), and gives wf the
-// UID the API server gave it: on a cluster that serves FlyteWorkflows, its
-// garbage collector deletes a job whose owner does not exist, and a running
-// flytepropeller leaves a finished workflow alone, so that the job is the
-// plugin manager's here alone.
-func createTerminatedOwner(ctx context.Context, kubeClient client.Client, wf *v1alpha1.FlyteWorkflow) error {
-	owner := wf.DeepCopy()
-	owner.UID = ""
-	owner.Labels = mergeInto(maps.Clone(owner.Labels), map[string]string{terminationStatusLabel: terminated})
-	if err := kubeClient.Create(ctx, owner); err != nil {
-		return fmt.Errorf("creating the FlyteWorkflow %s/%s that owns the job: %w", owner.Namespace, owner.Name, err)
-	}
-	wf.UID = owner.UID
-	return nil
-}
-
 // mpiPluginEntry returns the k8s plugin that flyteplugins' mpi package
 // registered for task type "mpi", exactly as flytepropeller loads it.
 func mpiPluginEntry() (k8s.PluginEntry, error) {
@@ -206,10 +178,10 @@ func mpiPluginEntry() (k8s.PluginEntry, error) {
 	return k8s.PluginEntry{}, errors.New(`flyteplugins registered no k8s plugin with ID "mpi"`)
 }
 
-// buildFlyteWorkflow compiles a workflow with one node that runs tmpl and
+// BuildFlyteWorkflow compiles a workflow with one node that runs tmpl and
 // builds the FlyteWorkflow that flyteadmin hands to flytepropeller, with
 // flyteadmin's PrepareFlyteWorkflow metadata merge.
-func buildFlyteWorkflow(tmpl *core.TaskTemplate, exec generator.Execution) (*v1alpha1.FlyteWorkflow, error) {
+func BuildFlyteWorkflow(tmpl *core.TaskTemplate, exec generator.Execution) (*v1alpha1.FlyteWorkflow, error) {
 	compiledTask, err := compiler.CompileTask(tmpl)
 	if err != nil {
 		return nil, fmt.Errorf("compiling task %q: %w", tmpl.GetId().GetName(), err)

@@ -19,6 +19,5 @@ func main() {
 		// The backend of the releases whose flytepropeller is not served
 		// must build the same jobs as flytepropeller does.
 		CrossCheck: plugin.Build,
-		Launch:     propeller.Launch,
 	})
 }

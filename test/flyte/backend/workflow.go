@@ -1,4 +1,4 @@
-package propeller
+package backend
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
 	"github.com/flyteorg/flyte/flytepropeller/pkg/apis/flyteworkflow/v1alpha1"
+
+	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/propeller"
 )
 
 // Workflow is the workflow subcommand: it prints, as JSON, the FlyteWorkflow
@@ -33,7 +35,7 @@ func Workflow(args []string, out io.Writer) error {
 		return fmt.Errorf("case %s: the task has no metadata to hold -retries", flags.name)
 	}
 	tmpl.Metadata.Retries = &core.RetryStrategy{Retries: uint32(*retries)}
-	wf, err := buildFlyteWorkflow(tmpl, execution)
+	wf, err := propeller.BuildFlyteWorkflow(tmpl, execution)
 	if err != nil {
 		return err
 	}

@@ -1,53 +1,18 @@
-package propeller
+package backend
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
 
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/flyteorg/flyte/flyteidl/gen/pb-go/flyteidl/core"
-	stderrors "github.com/flyteorg/flyte/flytestdlib/errors"
 
 	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator"
 	"github.com/flyteorg/flyte-mpi-webhook/hack/flyte-testdata/generator/task"
 )
-
-// launchResult is what Flyte makes of one task's first attempt: the phase
-// the plugin manager reports, with its reason and execution error, or the
-// error Handle returned, which flytepropeller records as a system error of
-// the workflow and retries the round on.
-type launchResult struct {
-	// Phase is the transition's phase (pluginmachinery/core.Phase), e.g. Queued, PermanentFailure.
-	Phase string `json:"phase,omitempty"`
-	// Reason is the phase's reason.
-	Reason string `json:"reason,omitempty"`
-	// Error is the phase's execution error, which the user sees in the execution.
-	Error *executionError `json:"error,omitempty"`
-	// HandleError is the error Handle returned, when it returned one.
-	HandleError *handleError `json:"handleError,omitempty"`
-}
-
-// executionError is a flyteidl core.ExecutionError.
-type executionError struct {
-	Code    string `json:"code"`
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-}
-
-// handleError is an error Handle returned: its flytestdlib error code, if
-// any, and its message.
-type handleError struct {
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message"`
-}
 
 // keyValues is a repeatable KEY=VALUE flag.
 type keyValues map[string]string
@@ -74,7 +39,7 @@ type taskFlags struct {
 func (f *taskFlags) register(fs *flag.FlagSet) {
 	f.taskAnnotations, f.labels, f.env = keyValues{}, keyValues{}, keyValues{}
 	fs.StringVar(&f.ns, "namespace", "", "namespace to run the task in (default: flyteadmin's "+generator.Namespace+")")
-	fs.StringVar(&f.name, "case", "", "the case of cases.go whose task to run")
+	fs.StringVar(&f.name, "case", "", "the case of hack/flyte-testdata/generator/cases.go whose task to run")
 	fs.Var(f.taskAnnotations, "task-annotation", "KEY=VALUE to add to the task's @task(annotations=...); repeatable")
 	fs.Var(f.labels, "execution-label", "KEY=VALUE to add to the execution's labels; repeatable")
 	fs.StringVar(&f.cpu, "cpu", "", "CPU the task's containers ask for, as @task(requests=Resources(cpu=...), limits=Resources(cpu=...)) sets it; empty: Flyte's default")
@@ -87,17 +52,17 @@ func (f *taskFlags) task() (*core.TaskTemplate, generator.Execution, error) {
 	if f.name == "" {
 		return nil, generator.Execution{}, fmt.Errorf("-case is not set")
 	}
-	c, err := generator.CaseNamed(f.name)
+	c, err := caseNamed(f.name)
 	if err != nil {
 		return nil, generator.Execution{}, err
 	}
-	generator.AddTaskAnnotations(c.Task, f.taskAnnotations)
+	addTaskAnnotations(c.Task, f.taskAnnotations)
 	if f.workerCommand != "" {
 		var command []string
 		if err := json.Unmarshal([]byte(f.workerCommand), &command); err != nil || len(command) == 0 {
 			return nil, generator.Execution{}, fmt.Errorf("-worker-command %s is not a JSON list of words: %v", f.workerCommand, err)
 		}
-		if err := generator.SetWorkerCommand(c.Task, command); err != nil {
+		if err := setWorkerCommand(c.Task, command); err != nil {
 			return nil, generator.Execution{}, fmt.Errorf("-worker-command: %w", err)
 		}
 	}
@@ -113,60 +78,69 @@ func (f *taskFlags) task() (*core.TaskTemplate, generator.Execution, error) {
 	if err := addTaskEnvironment(tmpl, f.env); err != nil {
 		return nil, generator.Execution{}, err
 	}
-	c.Execution.Labels = mergeInto(maps.Clone(c.Execution.Labels), f.labels)
+	// The case's labels and the flags', which win; the case's own map is left alone.
+	labels := map[string]string{}
+	maps.Copy(labels, c.Execution.Labels)
+	maps.Copy(labels, f.labels)
+	c.Execution.Labels = labels
 	c.Execution.Namespace = f.ns
 	return tmpl, c.Execution, nil
 }
 
-// Launch is the launch subcommand: it runs Flyte's backend on one case's
-// task with a real client to the API server of -kubeconfig, so that the
-// MPIJob goes through whatever admission that API server runs, and prints
-// what Flyte reports as JSON (launchResult) on out.
-func Launch(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the API server to create the MPIJob in")
-	createOwner := fs.Bool("create-owner", false, "create the FlyteWorkflow that owns the MPIJob first, labelled "+
-		terminationStatusLabel+"="+terminated+" so that a running flytepropeller leaves it alone: where the API server "+
-		"serves FlyteWorkflows, the garbage collector deletes a job whose owner does not exist")
-	var flags taskFlags
-	flags.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *kubeconfig == "" {
-		return fmt.Errorf("launch needs -kubeconfig")
-	}
-	tmpl, execution, err := flags.task()
+// caseNamed returns the case of the generator called name.
+func caseNamed(name string) (generator.Case, error) {
+	all, err := generator.Cases()
 	if err != nil {
-		return err
+		return generator.Case{}, err
 	}
-
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", *kubeconfig, err)
-	}
-	scheme, err := newScheme()
-	if err != nil {
-		return err
-	}
-	kubeClient, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("a client for %s: %w", cfg.Host, err)
-	}
-
-	var result launchResult
-	transition, err := launch(ctx, kubeClient, tmpl, execution, *createOwner)
-	if err != nil {
-		code, _ := stderrors.GetErrorCode(err)
-		result.HandleError = &handleError{Code: code, Message: err.Error()}
-	} else {
-		info := transition.Info()
-		result.Phase, result.Reason = info.Phase().String(), info.Reason()
-		if e := info.Err(); e != nil {
-			result.Error = &executionError{Code: e.GetCode(), Kind: e.GetKind().String(), Message: e.GetMessage()}
+	for _, c := range all {
+		if c.Name == name {
+			return c, nil
 		}
 	}
-	return json.NewEncoder(out).Encode(result)
+	return generator.Case{}, fmt.Errorf("no case %q in hack/flyte-testdata/generator/cases.go", name)
+}
+
+// addTaskAnnotations adds annotations to the metadata of taskJSON, a case's
+// TaskTemplate as protobuf JSON, where flytekit writes
+// @task(annotations=...). It leaves the case's own maps alone.
+func addTaskAnnotations(taskJSON map[string]any, annotations map[string]string) {
+	if len(annotations) == 0 {
+		return
+	}
+	metadata := maps.Clone(taskJSON["metadata"].(map[string]any))
+	k8s, _ := metadata["metadata"].(map[string]any)
+	k8s = maps.Clone(k8s)
+	if k8s == nil {
+		k8s = map[string]any{}
+	}
+	merged, _ := k8s["annotations"].(map[string]any)
+	merged = maps.Clone(merged)
+	if merged == nil {
+		merged = map[string]any{}
+	}
+	for k, v := range annotations {
+		merged[k] = v
+	}
+	k8s["annotations"] = merged
+	metadata["metadata"] = k8s
+	taskJSON["metadata"] = metadata
+}
+
+// setWorkerCommand makes taskJSON, a case's TaskTemplate of task_type_version 1
+// as protobuf JSON, declare Worker(command=command), as flytekit writes it
+// in the custom's workerReplicas. It leaves the case's own maps alone.
+func setWorkerCommand(taskJSON map[string]any, command []string) error {
+	custom, _ := taskJSON["custom"].(map[string]any)
+	worker, _ := custom["workerReplicas"].(map[string]any)
+	if worker == nil {
+		return fmt.Errorf("the task's custom has no workerReplicas (a task_type_version 0 case?)")
+	}
+	custom, worker = maps.Clone(custom), maps.Clone(worker)
+	worker["command"] = command
+	custom["workerReplicas"] = worker
+	taskJSON["custom"] = custom
+	return nil
 }
 
 // addTaskEnvironment adds env to the environment of tmpl's container, as
