@@ -21,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -46,8 +47,8 @@ type cluster struct {
 	proxy      *connectProxy
 }
 
-// startCluster starts an API server for the MPIJobs of version, stopped
-// when t ends.
+// startCluster starts an API server for the MPIJobs of version, with the
+// namespace the tests create them in, stopped when t ends.
 func startCluster(t *testing.T, version string) *cluster {
 	t.Helper()
 	crd := os.Getenv(crdEnv[version])
@@ -96,6 +97,10 @@ egressSelections:
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(c.kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobsNamespace}}
+	if err := c.client.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
 	return c

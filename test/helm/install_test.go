@@ -60,7 +60,9 @@ var helms = []struct {
 
 // TestInstall installs, upgrades and uninstalls the chart in each mode with
 // Helm 3 and Helm 4, into envtest's API server for each MPIJob version,
-// upgrades to it from release v0.1.0, and switches modes with helm upgrade.
+// upgrades to it from release v0.1.0 (where v0.1.0 installs its policy, on
+// an API server of its own: v010ParamCluster), and switches modes with helm
+// upgrade.
 // After each install and upgrade, every job of testdata/flyte is stored as
 // the webhook decides; an upgrade keeps the generated certificate; an
 // uninstall removes every configuration and policy.
@@ -69,10 +71,6 @@ func TestInstall(t *testing.T) {
 	for _, version := range []string{"v2beta1", "v1"} {
 		t.Run(version, func(t *testing.T) {
 			c := startCluster(t, version)
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: jobsNamespace}}
-			if err := c.client.Create(ctx, ns); err != nil {
-				t.Fatal(err)
-			}
 			t.Run("the policies of v0.1.0 and of this chart, mixed", func(t *testing.T) {
 				c.mixPolicies(ctx, t)
 			})
@@ -87,6 +85,12 @@ func TestInstall(t *testing.T) {
 							c.installUpgradeUninstall(ctx, t, cli, h.namespace, mode)
 						})
 						t.Run("upgrade from v0.1.0 with --reuse-values, mode "+mode, func(t *testing.T) {
+							c, cli := c, cli
+							if runsPolicy(mode) {
+								// v0.1.0's policy reads a ConfigMap parameter: on an API
+								// server of its own (v010ParamCluster).
+								c, cli = v010ParamCluster(t, version, h.client, h.namespace)
+							}
 							c.upgradeFromV010(ctx, t, cli, h.namespace, mode)
 						})
 					}
@@ -109,6 +113,29 @@ func installValues(mode string) map[string]any {
 }
 
 func runsWebhook(mode string) bool { return mode != "policy" }
+
+func runsPolicy(mode string) bool { return mode != "webhook" }
+
+// v010ParamCluster starts an API server for one install of v0.1.0's policy,
+// which reads its Horovod command from a ConfigMap parameter (paramKind),
+// and a Helm client of newClient's for it. kube-apiserver 1.36 reads such
+// parameters from a ConfigMap informer that it stops, for good, once no
+// admission policy bound with a ConfigMap parameter is left, as when the
+// upgrade from v0.1.0 removes its paramKind: a policy bound with one later
+// in that process reads the ConfigMaps as they were then, and one created
+// since not at all (kubernetes/kubernetes#130887; 1.37 falls back to a GET
+// for one it does not find, #134423). A cluster upgraded from v0.1.0 has
+// watched its ConfigMap since v0.1.0 was installed; each install here does
+// too, on an API server that has never removed such a policy.
+func v010ParamCluster(t *testing.T, version string, newClient func(kubeconfig, namespace string) (helmCLI, error), namespace string) (*cluster, helmCLI) {
+	t.Helper()
+	c := startCluster(t, version)
+	cli, err := newClient(c.kubeconfig, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cli
+}
 
 // workTreeChart is the directory of the chart under test.
 func workTreeChart(t *testing.T) string {
