@@ -107,17 +107,28 @@ func sshdJSON() string {
 
 // condition returns the status of job's condition of type kind ("" if none), and its message.
 func condition(ctx context.Context, g Gomega, job *unstructured.Unstructured, kind string) (string, string) {
-	got := &unstructured.Unstructured{}
-	got.SetGroupVersionKind(job.GroupVersionKind())
-	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), got)).To(Succeed())
-	conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	_, conditions := readConditions(ctx, g, job)
 	for _, c := range conditions {
-		c, _ := c.(map[string]any)
 		if c["type"] == kind {
 			return fmt.Sprint(c["status"]), fmt.Sprint(c["message"])
 		}
 	}
 	return "", ""
+}
+
+// readConditions reads job again, and returns it and its status conditions.
+func readConditions(ctx context.Context, g Gomega, job *unstructured.Unstructured) (*unstructured.Unstructured, []map[string]any) {
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(job.GroupVersionKind())
+	g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), got)).To(Succeed())
+	list, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	var conditions []map[string]any
+	for _, c := range list {
+		if c, ok := c.(map[string]any); ok {
+			conditions = append(conditions, c)
+		}
+	}
+	return got, conditions
 }
 
 // onlyJob returns the one MPIJob of namespace.

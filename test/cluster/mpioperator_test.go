@@ -146,12 +146,8 @@ func measure(ctx context.Context, job *unstructured.Unstructured) v2beta1Outcome
 	GinkgoHelper()
 	var o v2beta1Outcome
 	Eventually(ctx, func(g Gomega) {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(job.GroupVersionKind())
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), got)).To(Succeed())
-		conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		got, conditions := readConditions(ctx, g, job)
 		for _, c := range conditions {
-			c, _ := c.(map[string]any)
 			if (c["type"] == "Succeeded" || c["type"] == "Failed") && c["status"] == "True" {
 				o.verdict, o.message = fmt.Sprint(c["type"]), fmt.Sprint(c["message"])
 				at, err := time.Parse(time.RFC3339, fmt.Sprint(c["lastTransitionTime"]))
