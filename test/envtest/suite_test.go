@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
@@ -25,6 +26,8 @@ var versions = []string{"v1", "v2beta1"}
 
 func TestEnvtest(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// The webhook's log, as the binary writes it, shown with a spec that fails.
+	logf.SetLogger(GinkgoLogr)
 	RunSpecs(t, "envtest: kubeflow.org/v1 and v2beta1, one API server each")
 }
 
