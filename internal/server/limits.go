@@ -21,7 +21,7 @@ import (
 // says why each is what it is, and TestReliabilityTable holds its table to
 // them.
 type Limits struct {
-	// Conns bounds the webhook port's connections and TLS handshakes.
+	// conns.Limits bounds the webhook port's connections and TLS handshakes.
 	conns.Limits
 
 	// MaxHeaderBytes bounds a request's headers, and ReadHeaderTimeout the time they may take.
