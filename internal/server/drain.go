@@ -14,16 +14,15 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// DefaultShutdownDrain is how long the webhook serves on after SIGTERM by
-// default, for the API server and kube-proxy to stop sending to the pod:
-// with ShutdownTimeout it fits terminationGracePeriodSeconds (30).
-const DefaultShutdownDrain = 15 * time.Second
+const (
+	// DefaultShutdownDrain is how long the webhook serves on after SIGTERM, for the API server and
+	// kube-proxy to stop sending to the pod: with ShutdownTimeout it fits terminationGracePeriodSeconds.
+	DefaultShutdownDrain = 15 * time.Second
+	// ShutdownTimeout bounds the wait for the requests in flight: none takes longer than WriteTimeout.
+	ShutdownTimeout = 10 * time.Second
+)
 
-// ShutdownTimeout bounds the wait, after the drain, for the requests in
-// flight: none takes longer than Limits.WriteTimeout.
-const ShutdownTimeout = 10 * time.Second
-
-// drain serves on, unready, for the drain, then stops accepting
+// drain serves on, unready, for ShutdownDrain, then stops accepting
 // connections and finishes the requests in flight.
 func (s *webhookServer) drain(ctx context.Context, log logr.Logger, srv *http.Server, listener *conns.Listener, served <-chan error) error {
 	s.draining.Store(true)
@@ -52,8 +51,7 @@ func (s *webhookServer) drain(ctx context.Context, log logr.Logger, srv *http.Se
 	return nil
 }
 
-// closeWhileDraining closes each connection after its answer once the drain
-// has started, so the API server's next request goes to a ready pod.
+// closeWhileDraining closes each connection after its answer once draining, so the next request goes to a ready pod.
 func (s *webhookServer) closeWhileDraining(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.draining.Load() {

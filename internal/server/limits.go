@@ -16,10 +16,9 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// Limits are every bound on what a client can make the webhook hold: one
-// value, logged at start. DefaultLimits gives them; docs/RELIABILITY.md
-// says why each is what it is, and TestReliabilityTable holds its table to
-// them.
+// Limits are every bound on what a client can make the webhook hold, one
+// value, logged at start. docs/RELIABILITY.md says why each is what it is,
+// and TestReliabilityTable holds its table to DefaultLimits.
 type Limits struct {
 	// conns.Limits bounds the webhook port's connections and TLS handshakes.
 	conns.Limits
@@ -32,7 +31,6 @@ type Limits struct {
 	// IdleTimeout closes a keep-alive connection that carries no request.
 	IdleTimeout time.Duration
 
-	// MaxBodyBytes bounds a request's body.
 	MaxBodyBytes int64
 	// MaxBufferedBytes caps the Content-Length of the bodies arriving or being answered, SmallRequestReserve of it
 	// kept for bodies of at most SmallRequestBytes.
@@ -52,14 +50,20 @@ type Limits struct {
 // own descriptors, the three ports' connections fit a limit of 1,024.
 func DefaultLimits() Limits {
 	return Limits{
-		Limits:            conns.DefaultLimits(),
-		MaxHeaderBytes:    32 << 10, // nginx's default
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       90 * time.Second, // controller-runtime's
-		// The API server's own bound on a request body.
-		MaxBodyBytes:        3 << 20,
+		Limits: conns.Limits{
+			MaxConns:            512,
+			MaxHandshakes:       16,
+			SlowHandshake:       time.Second,
+			HandshakeTimeout:    5 * time.Second, // ReadHeaderTimeout
+			MaxClientHelloBytes: 16 << 10,
+			QuietFloor:          250 * time.Millisecond,
+		},
+		MaxHeaderBytes:      32 << 10, // nginx's default
+		ReadHeaderTimeout:   5 * time.Second,
+		ReadTimeout:         10 * time.Second,
+		WriteTimeout:        15 * time.Second,
+		IdleTimeout:         90 * time.Second, // controller-runtime's
+		MaxBodyBytes:        3 << 20,          // the API server's own bound on a request body
 		MaxBufferedBytes:    6 << 20,
 		SmallRequestReserve: 2 << 20,
 		SmallRequestBytes:   256 << 10,       // a Flyte MPIJob's review is a few KiB
@@ -71,8 +75,7 @@ func DefaultLimits() Limits {
 	}
 }
 
-// MarshalLog is how the log shows the limits (logr.Marshaler): every field
-// by its name, durations as Go writes them.
+// MarshalLog logs every field by its name, durations as Go writes them (logr.Marshaler).
 func (l Limits) MarshalLog() any {
 	fields := map[string]any{}
 	for _, v := range []reflect.Value{reflect.ValueOf(l.Limits), reflect.ValueOf(l)} {
@@ -97,11 +100,11 @@ var (
 type limiter struct {
 	Limits
 	deciding   *conns.Gate
-	errTooSlow error // a body that did not arrive within ReadTimeout
+	errTooSlow error
 
 	mu       sync.Mutex
 	bytes    int64         // the Content-Length of the bodies arriving or being answered
-	arriving []*body       // the bodies still being read, oldest first
+	arriving []*body       // oldest first
 	freed    chan struct{} // closed, and replaced, when bytes are given back
 }
 
@@ -110,7 +113,6 @@ func newLimiter(limits Limits) *limiter {
 		errTooSlow: fmt.Errorf("the body did not arrive within %s", limits.ReadTimeout), freed: make(chan struct{})}
 }
 
-// body is one request's body, from its length taken from the budget to its answer.
 type body struct {
 	length  int64
 	abort   func() // stops a read under way
@@ -133,7 +135,7 @@ func (l *limiter) claim(b *body) error {
 		case b.length <= l.SmallRequestBytes:
 			return errBusy
 		case deadline == nil:
-			timer := time.NewTimer(l.ReadTimeout) // a large body waits for the budget as long as its read may take
+			timer := time.NewTimer(l.ReadTimeout) // as long as its read may take
 			defer timer.Stop()
 			deadline = timer.C
 		}
@@ -184,9 +186,8 @@ func (l *limiter) free(b *body) {
 	}
 }
 
-// limit wraps next: it serves only a POST whose Content-Length is within
-// MaxBodyBytes, and passes on its body read whole (wholeBody), so that the
-// handler never waits for a client.
+// limit serves next only a POST whose Content-Length is within
+// MaxBodyBytes, its body read whole: next never waits for a client.
 func (l *limiter) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -240,7 +241,7 @@ func (l *limiter) limit(next http.Handler) http.Handler {
 }
 
 // wholeBody is a request's body read whole: Bytes gives it, without a copy,
-// to a handler that asks (internal/admission's readBody).
+// to internal/admission's reader.
 type wholeBody struct {
 	*bytes.Reader
 	bytes []byte

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// listen listens on address for at most maxConns connections at once.
 func listen(address string, maxConns int) (net.Listener, error) {
 	l, err := net.Listen("tcp", address)
 	if err != nil {
@@ -27,8 +26,7 @@ func listen(address string, maxConns int) (net.Listener, error) {
 	return netutil.LimitListener(l, maxConns), nil
 }
 
-// probeServer serves handler on a probe or metrics port, in plain HTTP as the kubelet probes, with bounds
-// like the webhook port's.
+// probeServer serves a probe or metrics port, plain HTTP as the kubelet probes, bounded like the webhook port.
 func probeServer(handler http.Handler, limits Limits, logger logr.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,

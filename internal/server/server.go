@@ -1,13 +1,10 @@
 // Package server serves an admission handler over TLS, with health probes
-// and metrics, from a controller-runtime manager, as the manager's
-// webhook.Server. The binary, the envtest suites and the benchmarks' no-op
-// webhook all build it with New.
-//
-// It bounds what any client can make it hold, one Limits value, a layer a
-// room: the webhook port's connections and TLS handshakes (package conns,
-// shared among client addresses by its one rule), bodies and requests being
-// decided (limits.go), TLS (tls.go), the drain (drain.go), and the probe
-// and metrics ports (probes.go).
+// and metrics, from a controller-runtime manager, as its webhook.Server.
+// The binary, the envtest suites and the benchmarks' no-op webhook build it
+// with New. It bounds what any client can make it hold, one Limits value, a
+// layer a room: connections and TLS handshakes (package conns), bodies and
+// requests being decided (limits.go), TLS (tls.go), the drain (drain.go),
+// and the probe and metrics ports (probes.go).
 package server
 
 import (
@@ -41,16 +38,14 @@ import (
 
 // Config is the server's settings, one per flag of cmd/webhook, whose help says what each does.
 type Config struct {
-	CertDir, ClientCAName, ClientCNName string
-	// Host and Port are where the webhook listens; an empty Host means every interface.
-	Host                                       string
+	CertDir, ClientCAName, ClientCNName        string
+	Host                                       string // empty: every interface
 	Port                                       int
 	MetricsBindAddress, HealthProbeBindAddress string
 	EnableHTTP2                                bool
 	ShutdownDrain                              time.Duration
 }
 
-// DefaultConfig returns the configuration the binary runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
 		CertDir:                filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), // controller-runtime's
@@ -62,10 +57,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// New builds the manager that serves hook at path. Start it to serve; when
-// its context ends, the webhook fails its readiness check at once, serves for
-// cfg.ShutdownDrain more, then stops accepting connections and finishes the
-// requests in flight.
+// New builds the manager that serves hook at path, and drains when its context ends (drain).
 func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	if cfg.ClientCAName == "" && cfg.ClientCNName != "" && cfg.ClientCNName != DefaultClientCNName {
 		return nil, fmt.Errorf("--client-cn-name=%s without --client-ca-name: no client certificate is asked for, so no name would be checked",
@@ -79,7 +71,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	webhookServer := &webhookServer{config: cfg, limits: limits, mux: http.NewServeMux(), tls: tlsConfig, certs: certs,
 		limiter: newLimiter(limits), drainDone: time.After}
 	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
-	// the probes and metrics itself (probeServer), with the bounds the manager's servers lack.
+	// the probes and metrics itself, with the bounds the manager's servers lack.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -90,7 +82,6 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	// GetWebhookServer, which adds the server to the manager's runnables.
 	mgr.GetWebhookServer().Register(path, hook)
 	if err := addProbes(mgr, cfg, limits, webhookServer.StartedChecker()); err != nil {
 		return nil, err
@@ -98,37 +89,30 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	return mgr, nil
 }
 
-// webhookServer is the manager's webhook.Server: it serves the hooks
-// registered on its mux, over TLS, within limits, and drains.
+// webhookServer is the manager's webhook.Server.
 type webhookServer struct {
-	config Config
-	limits Limits
-	mux    *http.ServeMux
-	// tls is what serverTLS built, and certs its certificate's watcher.
-	tls     *tls.Config
-	certs   *certwatcher.CertWatcher
-	limiter *limiter
-	// drainDone is time.After, or the tests' own.
-	drainDone func(time.Duration) <-chan time.Time
+	config    Config
+	limits    Limits
+	mux       *http.ServeMux
+	tls       *tls.Config
+	certs     *certwatcher.CertWatcher
+	limiter   *limiter
+	drainDone func(time.Duration) <-chan time.Time // time.After, or the tests' own
 
 	serving, draining atomic.Bool
 }
 
 var _ webhook.Server = &webhookServer{}
 
-// Register serves hook at path, within the limits, counted in
-// controller-runtime's webhook metrics as its own server counts a hook.
+// Register serves hook at path, within the limits, counted as controller-runtime's server counts a hook.
 func (s *webhookServer) Register(path string, hook http.Handler) {
 	s.mux.Handle(path, instrument(path, s.limiter.limit(hook)))
 }
 
-// WebhookMux is the mux the hooks are registered on.
 func (s *webhookServer) WebhookMux() *http.ServeMux { return s.mux }
 
-// NeedLeaderElection is false: every replica serves.
 func (s *webhookServer) NeedLeaderElection() bool { return false }
 
-// Start serves until ctx ends, then drains and shuts down.
 func (s *webhookServer) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("webhook")
 	// The certificate is watched until the last request is answered, not only until the drain starts.
@@ -171,8 +155,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	return s.drain(ctx, log, srv, listener, served)
 }
 
-// The webhook metrics of controller-runtime's own server, which its webhook
-// package registers: registered finds them by their names, help and labels.
+// The metrics of controller-runtime's own webhook server, which its webhook package registers.
 var (
 	requestLatency = registered(prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "controller_runtime_webhook_latency_seconds",
 		Help: "Histogram of the latency of processing admission requests"}, []string{"webhook"}))
@@ -182,7 +165,7 @@ var (
 		Help: "Current number of admission requests being served."}, []string{"webhook"}))
 )
 
-// registered is the collector of metrics.Registry that is c's twin, or c, registered.
+// registered is metrics.Registry's twin of c, or c, registered.
 func registered[C prometheus.Collector](c C) C {
 	err := metrics.Registry.Register(c)
 	if already, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
@@ -193,8 +176,7 @@ func registered[C prometheus.Collector](c C) C {
 	return c
 }
 
-// instrument counts hook's requests, as controller-runtime's server does:
-// latency, code, in flight, with the codes 200 and 500 at 0 from the start.
+// instrument counts hook's requests as controller-runtime's server does, codes 200 and 500 from 0.
 func instrument(path string, hook http.Handler) http.Handler {
 	labels := prometheus.Labels{"webhook": path}
 	total := requestsTotal.MustCurryWith(labels)

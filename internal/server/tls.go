@@ -16,11 +16,9 @@ import (
 // default once --client-ca-name is set, as Gatekeeper's flag of that name.
 const DefaultClientCNName = "kube-apiserver"
 
-// serverTLS builds the webhook port's TLS configuration from cfg: what
-// controller-runtime's DefaultServer.Start builds from the same settings,
-// without the bounds its tls.Listen lacks. Every file is read here, so that
-// a broken one fails New, and only here: a new client CA needs a restart;
-// the certificate is reloaded by the watcher it returns.
+// serverTLS builds what controller-runtime's DefaultServer.Start builds from
+// cfg. Every file is read here, so that a broken one fails New, and only
+// here: a new client CA needs a restart; the returned watcher reloads the certificate.
 func serverTLS(cfg Config, log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
 	watcher, err := certwatcher.New(filepath.Join(cfg.CertDir, "tls.crt"), filepath.Join(cfg.CertDir, "tls.key"))
 	if err != nil {
@@ -48,13 +46,12 @@ func serverTLS(cfg Config, log logr.Logger) (*tls.Config, *certwatcher.CertWatch
 	return c, watcher, nil
 }
 
-// errNoClientCertificate fails the common name check closed, should a connection without a certificate reach it.
+// errNoClientCertificate fails the check closed, should a connection without a certificate reach it.
 var errNoClientCertificate = errors.New("no client certificate")
 
-// requireCommonName refuses a client certificate, verified by the CA, whose
-// common name is not name: the cluster's CA signs every kubelet's and
-// user's too. The refusal is logged, for only the CA's certificates get
-// this far: a misissued one, not a scan.
+// requireCommonName refuses a client certificate whose common name is not
+// name: the cluster's CA signs every kubelet's and user's too. Only the
+// CA's certificates get this far, so a refusal is logged: a misissued one, not a scan.
 func requireCommonName(name string, log logr.Logger) func(tls.ConnectionState) error {
 	return func(state tls.ConnectionState) error {
 		if len(state.PeerCertificates) == 0 {

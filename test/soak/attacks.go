@@ -20,7 +20,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -130,10 +130,10 @@ func manyLabelsReview(n int) []byte {
 func partialHello(ctx context.Context, w *webhook) string { return holdHellos(ctx, w, *helloBytes) }
 
 // slowHello is partialHello with a ClientHello of half what the webhook
-// reads (conns.DefaultLimits().MaxClientHelloBytes): each connection takes a handshake
-// place and holds it until the webhook closes it (conns.Limits.SlowHandshake).
+// reads (server.DefaultLimits().MaxClientHelloBytes): each connection takes a handshake
+// place and holds it until the webhook closes it (server.Limits.SlowHandshake).
 func slowHello(ctx context.Context, w *webhook) string {
-	return holdHellos(ctx, w, conns.DefaultLimits().MaxClientHelloBytes/2)
+	return holdHellos(ctx, w, server.DefaultLimits().MaxClientHelloBytes/2)
 }
 
 func holdHellos(ctx context.Context, w *webhook, size int) string {

@@ -17,15 +17,12 @@
 //	connIdle       kept alive between requests                     ConnState (http.StateIdle)
 //	connClosed     holds no place                                  ConnState (closed, hijacked), release, place (gave way)
 //
-// setState records each move, and since when. When every place is taken,
-// the order in which connections give way is policy.go's giveWayOrder;
-// docs/RELIABILITY.md has why.
+// When every place is taken, the order in which connections give way is
+// policy.go's giveWayOrder; docs/RELIABILITY.md has why.
 package conns
 
 import "time"
 
-// connState is what a connection does, from its accept to its close: the
-// first two before net/http serves it, the others as net/http reports them.
 type connState int
 
 const (
@@ -37,11 +34,10 @@ const (
 	connClosed
 )
 
-// served says whether net/http serves the connection: its handshake is done.
 func (s connState) served() bool { return s >= connNew }
 
-// Limits are the connection layer's bounds; DefaultLimits gives them, and
-// docs/RELIABILITY.md has why each is what it is.
+// Limits are the connection layer's bounds: internal/server's DefaultLimits
+// gives them, and docs/RELIABILITY.md says why each is what it is.
 type Limits struct {
 	// MaxConns bounds the port's open connections, shared among client addresses (givesWay).
 	MaxConns int
@@ -59,17 +55,3 @@ type Limits struct {
 	// server's connection, so that the one closed is a parked one (make soak's idle-keepalive).
 	QuietFloor time.Duration
 }
-
-// defaultLimits are the bounds the webhook runs with: with the probe and
-// metrics ports' they fit a limit of 1,024 descriptors.
-var defaultLimits = Limits{
-	MaxConns:            512,
-	MaxHandshakes:       16,
-	SlowHandshake:       time.Second,
-	HandshakeTimeout:    5 * time.Second, // internal/server's ReadHeaderTimeout
-	MaxClientHelloBytes: 16 << 10,
-	QuietFloor:          250 * time.Millisecond,
-}
-
-// DefaultLimits returns the bounds the webhook runs with.
-func DefaultLimits() Limits { return defaultLimits }

@@ -21,8 +21,7 @@ func deferAccept(timeout time.Duration) func(network, address string, c syscall.
 	}
 }
 
-// hasUnreadBytes says, without reading them (MSG_PEEK), whether conn's client has sent bytes not read yet:
-// at the accept, that it is not silent; once served, that it carries a request.
+// hasUnreadBytes says, with a peek, whether conn's client has sent bytes not read yet.
 func hasUnreadBytes(conn net.Conn) bool {
 	tcp, ok := conn.(*net.TCPConn)
 	if !ok {

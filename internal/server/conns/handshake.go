@@ -11,14 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// tlsHandshakeErrors counts the handshakes that failed or found no place (Help): a scan or a flood, not logged.
+// tlsHandshakeErrors counts a scan or a flood: their handshakes are not logged.
 var tlsHandshakeErrors = promauto.With(metrics.Registry).NewCounter(prometheus.CounterOpts{
 	Name: "flyte_mpi_webhook_tls_handshake_errors_total",
 	Help: "TLS handshakes on the webhook port that failed, took longer than 1 s once they had a place, or found no place in time.",
 })
 
-// handshake makes c's handshake once the gate lets it, and hands it to
-// Accept before its deadline.
+// handshake makes c's handshake once the gate lets it, and hands it to Accept.
 func (l *Listener) handshake(c *connection) {
 	defer l.inFlight.Done()
 	fail := func() {
@@ -27,7 +26,7 @@ func (l *Listener) handshake(c *connection) {
 	}
 	deadline := time.Now().Add(l.limits.HandshakeTimeout)
 	_ = c.SetDeadline(deadline)
-	// A connection that sends nothing takes no place among the handshakes.
+	// One that sends nothing takes no place among the handshakes.
 	first := make([]byte, helloHeaders)
 	if _, err := io.ReadFull(c, first); err != nil || helloTooLarge(first, l.limits.MaxClientHelloBytes) {
 		fail()
@@ -59,11 +58,10 @@ func (l *Listener) handshake(c *connection) {
 	}
 }
 
-// helloHeaders is what handshake reads before the handshake: a TLS record's header (5 bytes) and its message's (4).
+// helloHeaders are a TLS record's header (5 bytes) and its message's (4).
 const helloHeaders = 9
 
-// helloTooLarge says whether the first bytes of a connection declare a
-// ClientHello above maxHello bytes, before crypto/tls buffers it.
+// helloTooLarge says whether headers declare a ClientHello above maxHello bytes, before crypto/tls buffers it.
 func helloTooLarge(headers []byte, maxHello int) bool {
 	const recordHandshake, clientHello = 22, 1
 	length := int(headers[6])<<16 | int(headers[7])<<8 | int(headers[8])

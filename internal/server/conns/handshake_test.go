@@ -18,7 +18,7 @@ import (
 func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*Listener, string, *tls.Config) {
 	t.Helper()
 	server, client := testTLS(t)
-	l := testListener(t, server, defaultLimits.MaxConns)
+	l := testListener(t, server, testLimits.MaxConns)
 	l.handshakes, l.limits.SlowHandshake, l.limits.HandshakeTimeout = NewGate(maxHandshakes), slow, 30*time.Second
 	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })
@@ -63,7 +63,7 @@ func testListener(t *testing.T, config *tls.Config, maxConns int) *Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newListener(inner, config, DefaultLimits())
+	l := newListener(inner, config, testLimits)
 	l.limits.MaxConns = maxConns
 	return l
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // TestHelloTooLarge checks that a ClientHello declaring more than
-// defaultLimits.MaxClientHelloBytes is refused at its first nine bytes, and anything else
+// testLimits.MaxClientHelloBytes is refused at its first nine bytes, and anything else
 // is not; and that what handshake read of a connection is read again.
 func TestHelloTooLarge(t *testing.T) {
 	hello := func(length int) []byte { // a record header, then a ClientHello's handshake header
@@ -19,13 +19,13 @@ func TestHelloTooLarge(t *testing.T) {
 		want    bool
 	}{
 		{"a ClientHello of 64 KiB", hello(64 << 10), true},
-		{"a ClientHello of defaultLimits.MaxClientHelloBytes + 1", hello(defaultLimits.MaxClientHelloBytes + 1), true},
-		{"a ClientHello of defaultLimits.MaxClientHelloBytes", hello(defaultLimits.MaxClientHelloBytes), false},
+		{"a ClientHello of testLimits.MaxClientHelloBytes + 1", hello(testLimits.MaxClientHelloBytes + 1), true},
+		{"a ClientHello of testLimits.MaxClientHelloBytes", hello(testLimits.MaxClientHelloBytes), false},
 		{"a ClientHello of 2 KiB", hello(2 << 10), false},
 		{"not TLS", []byte("GET / HTT"), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := helloTooLarge(tt.headers, defaultLimits.MaxClientHelloBytes); got != tt.want {
+			if got := helloTooLarge(tt.headers, testLimits.MaxClientHelloBytes); got != tt.want {
 				t.Fatalf("helloTooLarge: %t, want %t", got, tt.want)
 			}
 		})

@@ -14,11 +14,10 @@ import (
 )
 
 // Listener is the webhook port's one accept loop and its one table of
-// connections, with what each does. It accepts every connection at once
-// (but when full), so that the API server's never waits in the kernel's
-// backlog behind a flood; beyond max a newcomer takes the place of the
-// connection that gives way (givesWay), or is reset. It makes their TLS
-// handshakes (handshake) and hands net/http those done.
+// connections. It accepts every connection at once (but when full), so that
+// the API server's never waits in the kernel's backlog behind a flood;
+// beyond MaxConns a newcomer takes the place of the connection that gives
+// way, or is reset. It makes their TLS handshakes and hands net/http those done.
 type Listener struct {
 	net.Listener
 	limits Limits
@@ -33,10 +32,8 @@ type Listener struct {
 	// startHandshake is go handshake, and now time.Now, or the tests' own.
 	startHandshake func(*connection)
 	now            func() time.Time
-	// inFlight counts the handshakes not done; done carries those done to
-	// Accept, and is closed once the TCP listener is and none is in flight.
-	inFlight sync.WaitGroup
-	done     chan net.Conn
+	inFlight       sync.WaitGroup // the handshakes not done
+	done           chan net.Conn  // the handshakes done; closed once the TCP listener is and none is in flight
 }
 
 // Listen listens on address for TLS connections with config, within limits.
@@ -51,7 +48,6 @@ func Listen(address string, config *tls.Config, limits Limits) (*Listener, error
 	return l, nil
 }
 
-// newListener returns a listener on inner within limits.
 func newListener(inner net.Listener, config *tls.Config, limits Limits) *Listener {
 	l := &Listener{Listener: inner, limits: limits, config: config, handshakes: NewGate(limits.MaxHandshakes),
 		done: make(chan net.Conn)}
@@ -61,8 +57,7 @@ func newListener(inner net.Listener, config *tls.Config, limits Limits) *Listene
 	return l
 }
 
-// acceptInner accepts until the TCP listener is closed, then waits for the
-// handshakes under way to reach Accept.
+// acceptInner accepts until the TCP listener is closed.
 func (l *Listener) acceptInner() {
 	defer func() {
 		l.inFlight.Wait()
@@ -73,7 +68,7 @@ func (l *Listener) acceptInner() {
 		l.mu.Lock()
 		toOwn := l.yieldToOwn()
 		for l.full(toOwn) {
-			// An idle connection may give way once it has been idle long enough: wake then too.
+			// A quiet connection may give way once quiet long enough: wake then too.
 			if after, ok := l.untilQuietGivesWay(); ok {
 				wake := time.AfterFunc(max(after, 10*time.Millisecond), l.wakeAcceptLoop)
 				l.room.Wait()
@@ -103,7 +98,7 @@ func (l *Listener) acceptInner() {
 }
 
 // Accept returns the next connection whose handshake is done; once closed,
-// those whose handshake was under way, then net.ErrClosed.
+// those under way, then net.ErrClosed.
 func (l *Listener) Accept() (net.Conn, error) {
 	conn, ok := <-l.done
 	if !ok {
@@ -112,9 +107,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 	return conn, nil
 }
 
-// place gives c a place, the place of the connection that gives way (by
-// toOwn) if need be, and starts its handshake; it resets c when none gives
-// way, and after Close, as the kernel resets the connections in its backlog.
+// place gives c a place, the place of one that gives way if need be, and
+// starts its handshake; it resets c when none gives way, and after Close,
+// as the kernel resets the connections in its backlog.
 func (l *Listener) place(c *connection, toOwn connState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -137,7 +132,6 @@ func (l *Listener) place(c *connection, toOwn connState) {
 	l.startHandshake(c)
 }
 
-// release frees c's place, if it still holds one.
 func (l *Listener) release(c *connection) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -145,8 +139,6 @@ func (l *Listener) release(c *connection) {
 	l.open.remove(c.address, c)
 }
 
-// wakeAcceptLoop wakes the accept loop once a handshake has left the gate,
-// which may no longer be crowded (yieldToOwn).
 func (l *Listener) wakeAcceptLoop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -154,8 +146,7 @@ func (l *Listener) wakeAcceptLoop() {
 }
 
 // Close stops accepting TCP connections. Those that hold a place still reach
-// Accept once their handshake is done: their client has sent its request,
-// or is sending it.
+// Accept once their handshake is done: their client is sending its request.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	l.closed = true
@@ -179,17 +170,15 @@ func (l *Listener) ConnState(conn net.Conn, state http.ConnState) {
 	l.setState(c, fromHTTP[state])
 }
 
-// fromHTTP is the connState of each http.ConnState that ConnState is given.
 var fromHTTP = map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
 	http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}
 
-// setState records c's state, and wakes the accept loop: c may now give way (full).
+// setState is where a state changes; it wakes the accept loop: c may now give way (full).
 func (l *Listener) setState(c *connection, state connState) {
 	c.state, c.since = state, l.now()
 	l.room.Broadcast()
 }
 
-// sentByte records that c has sent its first byte.
 func (l *Listener) sentByte(c *connection) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -213,16 +202,13 @@ func (l *Listener) WaitForRequests(ctx context.Context) {
 	})
 }
 
-// connection is a connection Listener counts until it is closed.
 type connection struct {
 	net.Conn
 	listener *Listener
 	address  string
 	state    connState
-	// since is when it entered its state.
-	since time.Time
-	// first is what handshake read before the handshake, to be read again.
-	first []byte
+	since    time.Time // when it entered state
+	first    []byte    // what handshake read before the handshake, to be read again
 }
 
 func (c *connection) Read(p []byte) (int, error) {
@@ -234,8 +220,7 @@ func (c *connection) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// reset closes c with a reset, which the kernel frees at once, unlike the
-// FINs of an orderly close.
+// reset closes c with a reset, which the kernel frees at once, unlike an orderly close.
 func (c *connection) reset() {
 	if tcp, ok := c.Conn.(*net.TCPConn); ok {
 		_ = tcp.SetLinger(0)

@@ -19,6 +19,10 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
+// testLimits are the bounds the tests run with: the webhook's (internal/server's DefaultLimits).
+var testLimits = Limits{MaxConns: 512, MaxHandshakes: 16, SlowHandshake: time.Second, HandshakeTimeout: 5 * time.Second,
+	MaxClientHelloBytes: 16 << 10, QuietFloor: 250 * time.Millisecond}
+
 // TestGivesWay checks the count part of the one rule, among connections
 // that all work: a newcomer takes the place of the oldest of the address
 // holding the most only when that address would still hold more than the
@@ -45,7 +49,7 @@ func TestGivesWay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newListener(nil, nil, DefaultLimits())
+			l := newListener(nil, nil, testLimits)
 			for _, h := range tt.held {
 				for range h.n {
 					l.open.add(h.address, &connection{address: h.address, state: connActive})
@@ -170,7 +174,7 @@ func TestFairListenerPlaces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newListener(nil, nil, DefaultLimits())
+			l := newListener(nil, nil, testLimits)
 			l.limits.MaxConns = tt.max
 			now := time.Unix(0, 0)
 			l.now = func() time.Time { return now }
@@ -283,7 +287,7 @@ func TestAcceptErrorsStayInside(t *testing.T) {
 		inner := &backlog{conns: make(chan net.Conn, 1), closed: make(chan struct{}), tooMany: make(chan struct{})}
 		inner.conns <- server
 		close(inner.tooMany)
-		l := newListener(inner, nil, DefaultLimits())
+		l := newListener(inner, nil, testLimits)
 		handOver(l)
 		go l.acceptInner()
 		if c, err := l.Accept(); err != nil || c.(*connection).Conn != server {
@@ -392,7 +396,7 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 func TestFullLeavesConnectionsInTheBacklog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		inner := &backlog{conns: make(chan net.Conn, 2), closed: make(chan struct{})}
-		l := newListener(inner, nil, DefaultLimits())
+		l := newListener(inner, nil, testLimits)
 		l.limits.MaxConns = 1
 		l.startHandshake = func(c *connection) { // it carries a request at once
 			c.state = connActive

@@ -7,26 +7,19 @@ import (
 	"time"
 )
 
-// giveWayOrder ranks the states of the connections that do nothing for
-// their client, in the order they give way (givesWay): first what has sent
-// no byte, then what is served and has sent no request, then a handshake
-// that waits or runs, then one idle between requests. A connection
-// carrying a request never gives way.
+// giveWayOrder ranks the states that do no work for their client, first
+// to give way first; a connection carrying a request never gives way.
 var giveWayOrder = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3, connIdle: 4}
 
 // givesWay is the port's one rule, the gate's too: when every place is
-// taken, the address holding the most gives way. It loses first what does
-// no work: a connection that has sent no byte since its accept. To a
-// newcomer from a lighter address it then loses one whose handshake is
-// done and that has sent no request, then one whose handshake waits or is
-// under way, then one idle between requests, the oldest among equals, and
-// only then its oldest, if it would still hold more. To its own, nothing
-// beyond toOwn, and one served only once it has sent no request for
-// QuietFloor; when it holds every place, then the one idle the longest, as
-// long: a pool that carries traffic reuses its connections far sooner, a
-// parked flood does not (nginx's ngx_drain_connections). One served whose
-// client has sent bytes not read yet (a peek) carries a request, and
-// stays. nil: nobody gives way, and the newcomer is reset.
+// taken, the address holding the most gives way, by giveWayOrder, and to a
+// newcomer from a lighter address then its oldest, if it would still hold
+// more. To its own, nothing beyond toOwn, and one served only once it has
+// sent no request for QuietFloor; when it holds every place, then the one
+// idle the longest, as long: a pool that carries traffic reuses its
+// connections far sooner, a parked flood does not (nginx's
+// ngx_drain_connections). A served one whose client has sent bytes not read
+// yet carries a request, and stays. nil: the newcomer is reset.
 func (l *Listener) givesWay(newcomer string, toOwn connState) *connection {
 	heaviest := l.open.heaviest()
 	held := l.open.byAddress[heaviest]
@@ -54,8 +47,7 @@ func (l *Listener) givesWay(newcomer string, toOwn connState) *connection {
 	return victim
 }
 
-// idleLongest is the connection of held idle the longest, if it has been
-// idle for QuietFloor and its client is not sending on it.
+// idleLongest is held's connection idle the longest, if for QuietFloor, and not sending.
 func (l *Listener) idleLongest(held []*connection) *connection {
 	longest := quietest(held, connIdle)
 	if longest == nil || l.now().Sub(longest.since) < l.limits.QuietFloor || hasUnreadBytes(longest.Conn) {
@@ -64,9 +56,8 @@ func (l *Listener) idleLongest(held []*connection) *connection {
 	return longest
 }
 
-// untilQuietGivesWay is how long until the connection of the heaviest
-// address that has sent no request the longest may give way to its own;
-// false when none is served and quiet.
+// untilQuietGivesWay is how long until the heaviest address's quietest
+// served connection may give way to its own; false when none is served and quiet.
 func (l *Listener) untilQuietGivesWay() (time.Duration, bool) {
 	c := quietest(l.open.byAddress[l.open.heaviest()], connIdle, connNew)
 	if c == nil {
@@ -75,8 +66,7 @@ func (l *Listener) untilQuietGivesWay() (time.Duration, bool) {
 	return l.limits.QuietFloor - l.now().Sub(c.since), true
 }
 
-// quietest is the connection of held that has been in one of states the
-// longest; nil when none is.
+// quietest is held's connection in one of states the longest, or nil.
 func quietest(held []*connection, states ...connState) *connection {
 	var longest *connection
 	for _, c := range held {
@@ -87,18 +77,16 @@ func quietest(held []*connection, states ...connState) *connection {
 	return longest
 }
 
-// full says whether one address holds every place and none of them would
-// give way to another of its, by toOwn: the next connection, likely its,
-// would be reset, so the kernel's backlog keeps it, in order, until one would.
+// full says whether one address holds every place and none would give way
+// to its own, by toOwn: the kernel's backlog then keeps the next connection
+// until one would, where place would reset it.
 func (l *Listener) full(toOwn connState) bool {
 	return !l.closed && l.open.total >= l.limits.MaxConns && len(l.open.byAddress) == 1 && l.givesWay(l.open.heaviest(), toOwn) == nil
 }
 
 // yieldToOwn is the last state, in giveWayOrder, in which a connection
-// gives way to a newcomer of its own address: one served with no request
-// too once no handshake waits for a place, so that the newcomer's handshake
-// can start at once. The accept loop decides it before the accept, and the
-// newcomer is placed by it.
+// gives way to a newcomer of its own address: connNew too once no
+// handshake waits for a place, so that the newcomer's can start at once.
 func (l *Listener) yieldToOwn() connState {
 	if l.handshakes.crowded() {
 		return connSilent
@@ -113,27 +101,22 @@ func NewGate(max int) *Gate { return &Gate{max: max} }
 
 // Gate lets at most max holders run at once, TLS handshakes or reviews
 // being decided, and the others wait, each until its deadline, by the
-// port's one rule (givesWay, docs/RELIABILITY.md): a freed place goes to
-// the waiter whose address runs the fewest, the oldest among equals. The
-// waiters are bounded by what they hold, a connection (MaxConns) and a
-// body (MaxBufferedBytes). Nothing is preempted: a holder's own deadline
-// bounds it.
+// port's one rule: a freed place goes to the waiter whose address runs the
+// fewest, the oldest among equals. What a waiter holds, a connection or a
+// body, bounds the waiters; a holder's own deadline bounds it.
 type Gate struct {
 	max int
 
-	mu      sync.Mutex
-	running shares[*Ticket]
-	waiting shares[*Ticket]
-	// queued numbers the tickets in the order they queued.
-	queued uint64
+	mu               sync.Mutex
+	running, waiting shares[*Ticket]
+	queued           uint64 // numbers the tickets in the order they queued
 }
 
 // Ticket is one holder's place in a gate, waiting or running.
 type Ticket struct {
 	address string
 	number  uint64
-	// let, of a ticket that waits, is closed once it runs.
-	let chan struct{}
+	let     chan struct{} // of a ticket that waits: closed once it runs
 }
 
 // Enter waits until a place is free for address, and returns the ticket to
@@ -143,7 +126,7 @@ func (g *Gate) Enter(address string, deadline time.Time) (*Ticket, error) {
 	return t, g.wait(t, deadline)
 }
 
-// queue gives address a place if one is free and nobody waits, or queues it.
+// queue runs address's ticket if a place is free and nobody waits, or queues it.
 func (g *Gate) queue(address string) *Ticket {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -187,7 +170,6 @@ func (g *Gate) Holders(address string) (running, waiting int) {
 	return g.running.count(address), g.waiting.count(address)
 }
 
-// crowded says whether anyone waits for a place.
 func (g *Gate) crowded() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -227,7 +209,7 @@ func (s *shares[T]) add(address string, t T) {
 	s.total++
 }
 
-// remove removes t, and says whether it was held.
+// remove says whether t was held.
 func (s *shares[T]) remove(address string, t T) bool {
 	held := s.byAddress[address]
 	i := slices.Index(held, t)
@@ -243,10 +225,9 @@ func (s *shares[T]) remove(address string, t T) bool {
 	return true
 }
 
-// count is how many address holds.
 func (s *shares[T]) count(address string) int { return len(s.byAddress[address]) }
 
-// heaviest is the address holding the most; the smaller among equals.
+// heaviest is the address holding the most, the smaller among equals.
 func (s *shares[T]) heaviest() (address string) {
 	most := 0
 	for a, held := range s.byAddress {
