@@ -49,17 +49,18 @@ type Limits struct {
 // DefaultLimits returns the bounds the webhook runs with: with the process's
 // own descriptors, the three ports' connections fit a limit of 1,024.
 func DefaultLimits() Limits {
+	const beforeRequest = 5 * time.Second // from a connection's accept to its handshake's end, or to a request's headers
 	return Limits{
 		Limits: conns.Limits{
 			MaxConns:            512,
 			MaxHandshakes:       16,
 			SlowHandshake:       time.Second,
-			HandshakeTimeout:    5 * time.Second, // ReadHeaderTimeout
+			HandshakeTimeout:    beforeRequest,
 			MaxClientHelloBytes: 16 << 10,
 			QuietFloor:          250 * time.Millisecond,
 		},
 		MaxHeaderBytes:      32 << 10, // nginx's default
-		ReadHeaderTimeout:   5 * time.Second,
+		ReadHeaderTimeout:   beforeRequest,
 		ReadTimeout:         10 * time.Second,
 		WriteTimeout:        15 * time.Second,
 		IdleTimeout:         90 * time.Second, // controller-runtime's
