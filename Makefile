@@ -62,9 +62,22 @@ fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's i
 	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: golangci-lint actionlint tidy-check chart-sync-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), actionlint on .github/workflows, make tidy-check and make chart-sync-check.
+lint: golangci-lint actionlint tidy-check chart-sync-check actions-pin-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), actionlint on .github/workflows, make tidy-check, make chart-sync-check and make actions-pin-check.
 	$(GOLANGCI_LINT) run
 	$(ACTIONLINT)
+
+.PHONY: actions-pin-check
+actions-pin-check: actionlint ## Fail, naming the line, when a uses: in .github/workflows is not OWNER/REPO@<40-hex commit> # vX.Y.Z (docs/RELEASE.md); run actionlint on the inputs passed to each.
+	@# A tag can be moved to other code; a commit cannot. The comment names the release.
+	@unpinned=$$(grep -rnE --include='*.yml' --include='*.yaml' '^[[:space:]]*(-[[:space:]]+)?uses:' .github/workflows | \
+		grep -vE 'uses: [^@ ]+@[0-9a-f]{40} # v[0-9]+\.[0-9]+\.[0-9]+$$' || true); \
+	[ -z "$$unpinned" ] || { echo "$$unpinned" >&2; \
+		echo "actions-pin-check: want uses: OWNER/REPO@<40-hex commit> # vX.Y.Z (docs/RELEASE.md)" >&2; exit 1; }
+	@# actionlint knows popular actions' inputs by major version (actions/checkout@v5), not
+	@# by commit: it checks the inputs again with each pin read as its comment's major version.
+	@for workflow in $$(find .github/workflows -name '*.yml' -o -name '*.yaml'); do \
+		sed -E 's/@[0-9a-f]{40} # (v[0-9]+)\.[0-9]+\.[0-9]+$$/@\1/' "$$workflow" | $(ACTIONLINT) -stdin-filename "$$workflow" - || exit 1; \
+	done
 
 .PHONY: tidy-check
 tidy-check: ## Fail, naming the module and with the diff, when go mod tidy would change any module's go.mod or go.sum (hack/tidy-check.sh).
