@@ -259,7 +259,7 @@ TEST_CLUSTER_ARGS ?=
 TEST_CLUSTER_CMD ?= bin/cluster.test -test.v -ginkgo.v -ginkgo.no-color $(TEST_CLUSTER_ARGS)
 # The Debian packages of the cluster's node and its registry, which make test-cluster installs when missing.
 TEST_CLUSTER_PACKAGES = containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux \
-	docker-registry skopeo
+	docker-registry skopeo jq
 # The release make test-cluster makes and installs from the cluster's registry, as a user installs one.
 TEST_CLUSTER_VERSION = v0.0.0-cluster
 TEST_CLUSTER_DIST = bin/cluster-release
@@ -386,6 +386,13 @@ RELEASE_INSTALLERS = $(foreach install,$(INSTALLS),$(DIST_DIR)/install$(if $(fil
 # which syft writes from the image's tarball: SPDX 2.3 JSON.
 RELEASE_PLATFORMS = linux/amd64 linux/arm64
 release-sbom = $(DIST_DIR)/flyte-mpi-webhook-$(VERSION)-$(subst /,-,$(1)).spdx.json
+# The SBOM of platform $(1) of the image's tarball, on stdout. syft makes up the
+# document's time and namespace on every run and has no option to fix them; jq
+# sets them from SOURCE_DATE_EPOCH and the platform's manifest digest
+# (hack/syft/reproducible.jq), so that one commit gives the same bytes.
+release-sbom-cmd = SYFT_CHECK_FOR_APP_UPDATE=false $(SYFT) scan --quiet --platform $(1) \
+	--source-name $(IMAGE_REPOSITORY) --source-version $(VERSION) -o spdx-json oci-archive:$(RELEASE_IMAGE_TAR) | \
+	jq -c --arg epoch $(SOURCE_DATE_EPOCH) -f hack/syft/reproducible.jq
 RELEASE_SBOMS = $(foreach platform,$(RELEASE_PLATFORMS),$(call release-sbom,$(platform)))
 # Every file of a release, which SHA256SUMS covers.
 RELEASE_FILES = $(RELEASE_IMAGE_TAR) $(RELEASE_IMAGE_TAR:.tar=.ref) $(RELEASE_SBOMS) $(RELEASE_CHART) $(RELEASE_INSTALLERS)
@@ -398,18 +405,25 @@ release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the 
 	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
 	@mkdir -p $(DIST_DIR)
 	$(if $(filter $(LOCALBIN)/syft,$(SYFT)),$(MAKE) --no-print-directory syft)
+	@command -v jq >/dev/null || { echo "release: no jq, which makes the SBOMs reproducible; apt-get install -y jq" >&2; exit 1; }
 	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_TAR=$(RELEASE_IMAGE_TAR)
 	@# What the image holds, read from it as a scanner reads it: the Go modules compiled
 	@# into /webhook (its build info) with their versions, and the image's layer and digests.
-	$(foreach platform,$(RELEASE_PLATFORMS),SYFT_CHECK_FOR_APP_UPDATE=false $(SYFT) scan --quiet \
-		--platform $(platform) --source-name $(IMAGE_REPOSITORY) --source-version $(VERSION) \
-		-o spdx-json=$(call release-sbom,$(platform)) oci-archive:$(RELEASE_IMAGE_TAR) &&) true
+	$(foreach platform,$(RELEASE_PLATFORMS),$(call release-sbom-cmd,$(platform)) > $(call release-sbom,$(platform)) &&) true
 	for install in $(INSTALLS); do \
 		$(MAKE) --no-print-directory build-installer INSTALL=$$install IMG=$(IMAGE_REPOSITORY):$(VERSION) || exit 1; \
 	done
 	$(HELM) package $(CHART_DIR) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST_DIR)
 	cd $(DIST_DIR) && sha256sum $(notdir $(RELEASE_FILES)) > SHA256SUMS
 	@cat $(DIST_DIR)/SHA256SUMS
+
+.PHONY: release-sbom-check
+release-sbom-check: ## Fail when syft, run again on the image of make release's VERSION in DIST_DIR, writes SBOMs other than the release's, byte for byte.
+	@for file in $(RELEASE_IMAGE_TAR) $(RELEASE_SBOMS); do [ -f "$$file" ] || { \
+		echo "$$file: no such file: run make release VERSION=$(VERSION) DIST_DIR=$(DIST_DIR) first" >&2; exit 1; }; done
+	$(if $(filter $(LOCALBIN)/syft,$(SYFT)),$(MAKE) --no-print-directory syft)
+	$(foreach platform,$(RELEASE_PLATFORMS),$(call release-sbom-cmd,$(platform)) | cmp - $(call release-sbom,$(platform)) &&) true
+	@echo "release-sbom-check: syft wrote the same SBOMs again: $(notdir $(RELEASE_SBOMS))"
 
 # Where make publish pushes a release: the image to REGISTRY/flyte-mpi-webhook,
 # the chart to REGISTRY/charts/flyte-mpi-webhook (IMAGE_REPOSITORY's registry
@@ -460,10 +474,11 @@ RELEASE_CHECK_VERSION = v0.0.0-check
 RELEASE_CHECK_DIST = bin/release-check
 
 .PHONY: release-check
-release-check: ## Make a release into bin/release-check, make publish it to a docker-registry of its own on 127.0.0.1, signed with a key pair it generates, check its SBOMs against go list, and run the README's "With a key" verification: it passes, and refuses an image pushed under the tag with another digest, or another key (test/release/check.sh).
+release-check: ## Make a release into bin/release-check, make publish it to a docker-registry of its own on 127.0.0.1, signed with a key pair it generates, check its SBOMs against go list and a second syft run, and run the README's "With a key" verification: it passes, and refuses an image pushed under the tag with another digest, or another key (test/release/check.sh).
 	hack/apt-install.sh docker-registry skopeo jq
 	rm -rf $(RELEASE_CHECK_DIST)
 	$(MAKE) --no-print-directory release VERSION=$(RELEASE_CHECK_VERSION) DIST_DIR=$(RELEASE_CHECK_DIST)
+	$(MAKE) --no-print-directory release-sbom-check VERSION=$(RELEASE_CHECK_VERSION) DIST_DIR=$(RELEASE_CHECK_DIST)
 	$(if $(filter $(LOCALBIN)/cosign,$(COSIGN)),$(MAKE) --no-print-directory cosign)
 	RELEASE_DIR=$(RELEASE_CHECK_DIST) RELEASE_VERSION=$(RELEASE_CHECK_VERSION) COSIGN=$(COSIGN) HELM=$(HELM) \
 		MAKE="$(MAKE)" test/release/check.sh

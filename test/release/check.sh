@@ -9,8 +9,10 @@
 #  3. make publish pushes the image (skopeo) and the chart (helm push) there,
 #     and signs them, the SBOMs and SHA256SUMS with the release's key.
 #  4. The SBOMs list exactly the Go modules that go list says ./cmd/webhook
-#     compiles in, with their versions, and the image; the attested ones are
-#     the files.
+#     compiles in, with their versions, and the image; their time is the
+#     commit's and their namespace names the image (make release-sbom-check,
+#     before, ran syft again for the same bytes); the attested ones are the
+#     files.
 #  5. Each command of the README's "With a key" block, run as its reader
 #     runs it (the release's files and cosign.pub in the directory):
 #       - passes for the release as published;
@@ -115,6 +117,12 @@ $(diff <(echo "$want") <(echo "$got"))"
 	got=$(jq -r '.files[].comment | capture("layerID: (?<id>sha256:[0-9a-f]+)").id' "$sbom" | LC_ALL=C sort -u)
 	[[ $got == "$layers" ]] || fail "$sbom: its files are in the layers $got, the image's are $layers"
 	log "$(basename "$sbom"): the image $manifest, its layer $layers"
+	# Reproducible (hack/syft/reproducible.jq): the commit's time; a namespace named by the manifest.
+	created=$(jq -nr --arg epoch "${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}" '$epoch | tonumber | todate')
+	got=$(jq -r '"\(.creationInfo.created) \(.documentNamespace)"' "$sbom")
+	[[ $got == "$created "*"-${manifest/:/-}" ]] ||
+		fail "$sbom: created and documentNamespace $got: want $created, and a namespace that ends -${manifest/:/-}"
+	log "$(basename "$sbom"): created $created (SOURCE_DATE_EPOCH), its namespace ${got#* }"
 done
 # The attestations hold the files, each signed with the release's key.
 "$COSIGN" verify-attestation --key "$work/release.pub" --insecure-ignore-tlog=true --type spdxjson \
