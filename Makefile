@@ -414,6 +414,8 @@ release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the 
 		$(MAKE) --no-print-directory build-installer INSTALL=$$install IMG=$(IMAGE_REPOSITORY):$(VERSION) || exit 1; \
 	done
 	$(HELM) package $(CHART_DIR) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST_DIR)
+	@# helm package writes the time it runs as each file's: the commit's in its place.
+	hack/helm/reproducible.sh $(RELEASE_CHART) $(SOURCE_DATE_EPOCH)
 	cd $(DIST_DIR) && sha256sum $(notdir $(RELEASE_FILES)) > SHA256SUMS
 	@cat $(DIST_DIR)/SHA256SUMS
 
@@ -453,12 +455,13 @@ publish: ## Push make release's image (skopeo) and chart (helm push) for VERSION
 	@# skopeo keeps the index's digest, which make image wrote beside the tarball.
 	skopeo copy --quiet --all --preserve-digests $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--dest-tls-verify=false) \
 		oci-archive:$(RELEASE_IMAGE_TAR) docker://$(PUBLISH_IMAGE):$(VERSION)
-	@# One shell (-e): each command stops the rest when it fails.
+	@# One shell (-e): each command stops the rest when it fails. helm push writes the chart
+	@# archive's time (make release's SOURCE_DATE_EPOCH) as its created, in the local zone: UTC.
 	image=$(PUBLISH_IMAGE)@$$(sed 's/.*@//' $(RELEASE_IMAGE_TAR:.tar=.ref)); \
 	$(COSIGN) sign $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) "$$image"; \
 	$(foreach sbom,$(RELEASE_SBOMS),$(COSIGN) attest $(COSIGN_SIGN_FLAGS) $(COSIGN_REGISTRY_FLAGS) \
 		--type spdxjson --predicate $(sbom) "$$image";) \
-	pushed=$$($(HELM) push $(RELEASE_CHART) oci://$(PUBLISH_CHARTS) $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--plain-http) 2>&1) || \
+	pushed=$$(TZ=UTC $(HELM) push $(RELEASE_CHART) oci://$(PUBLISH_CHARTS) $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--plain-http) 2>&1) || \
 		{ echo "$$pushed" >&2; exit 1; }; \
 	echo "$$pushed"; \
 	chart=$$(sed -n 's/^Digest: //p' <<< "$$pushed"); \

@@ -12,7 +12,7 @@
 #     compiles in, with their versions, and the image; their time is the
 #     commit's and their namespace names the image (make release-sbom-check,
 #     before, ran syft again for the same bytes); the attested ones are the
-#     files.
+#     files. The chart's time in the registry is the commit's too.
 #  5. Each command of the README's "With a key" block, run as its reader
 #     runs it (the release's files and cosign.pub in the directory):
 #       - passes for the release as published;
@@ -90,13 +90,15 @@ start=$SECONDS
 	COSIGN_KEY="$work/release.key" PUBLISH_PLAIN_HTTP=true COSIGN="$COSIGN" ${HELM:+HELM="$HELM"} >&2
 log "make publish took $((SECONDS - start))s"
 # What make publish pushed and signed: image, image_digest, chart, chart_digest.
-image='' image_digest=''
+image='' image_digest='' chart='' chart_digest=''
 # shellcheck source=/dev/null
 source "$RELEASE_DIR/published.env"
 image_ref=$(cat "$RELEASE_DIR"/flyte-mpi-webhook-"$RELEASE_VERSION"-image.ref)
 [[ $image_digest == "${image_ref#*@}" ]] || fail "published $image_digest, but make image built ${image_ref#*@}"
 
 # 4. The SBOMs: the Go modules compiled into /webhook, with their versions, and the image.
+# The time of the release's SBOMs and chart: the commit's, as make release took it.
+created=$(jq -nr --arg epoch "${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}" '$epoch | tonumber | todate')
 for platform in linux/amd64 linux/arm64; do
 	sbom=$RELEASE_DIR/flyte-mpi-webhook-$RELEASE_VERSION-${platform/\//-}.spdx.json
 	want=$(GOOS=${platform%/*} GOARCH=${platform#*/} CGO_ENABLED=0 go list -deps \
@@ -118,12 +120,16 @@ $(diff <(echo "$want") <(echo "$got"))"
 	[[ $got == "$layers" ]] || fail "$sbom: its files are in the layers $got, the image's are $layers"
 	log "$(basename "$sbom"): the image $manifest, its layer $layers"
 	# Reproducible (hack/syft/reproducible.jq): the commit's time; a namespace named by the manifest.
-	created=$(jq -nr --arg epoch "${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}" '$epoch | tonumber | todate')
 	got=$(jq -r '"\(.creationInfo.created) \(.documentNamespace)"' "$sbom")
 	[[ $got == "$created "*"-${manifest/:/-}" ]] ||
 		fail "$sbom: created and documentNamespace $got: want $created, and a namespace that ends -${manifest/:/-}"
 	log "$(basename "$sbom"): created $created (SOURCE_DATE_EPOCH), its namespace ${got#* }"
 done
+# The chart as helm push wrote it: created, the archive's time (hack/helm/reproducible.sh), the commit's.
+got=$(skopeo inspect --raw --tls-verify=false "docker://$chart@$chart_digest" |
+	jq -r '.annotations["org.opencontainers.image.created"]')
+[[ $got == "$created" ]] || fail "the chart $chart@$chart_digest: created $got, want $created (SOURCE_DATE_EPOCH)"
+log "the chart $chart_digest: created $created (SOURCE_DATE_EPOCH)"
 # The attestations hold the files, each signed with the release's key.
 "$COSIGN" verify-attestation --key "$work/release.pub" --insecure-ignore-tlog=true --type spdxjson \
 	"$image@$image_digest" > "$work/attestations" 2> "$work/out" || fail "cosign verify-attestation: $(cat "$work/out")"
