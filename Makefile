@@ -267,7 +267,7 @@ TEST_CLUSTER_DIST = bin/cluster-release
 TEST_CLUSTER_LOGS = bin/cluster-logs
 
 .PHONY: test-cluster
-test-cluster: helm ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with a registry and the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, and with it installed from make release's artifacts as the README says (Helm from the registry, one file, kustomize), under training-operator v1.8.1 and v1.9.4, then mpi-operator v0.8.2's kubeflow.org/v2beta1 jobs, whose launcher reaches the workers over SSH, and tear it all down (docs/CLUSTER.md).
+test-cluster: helm cosign ## Start a real single-node cluster in a network namespace (test/cluster/cluster.sh) with a registry and the training-operator, run Flyte's MPI and Horovod jobs on it through the launcher's kubectl exec, without the add-on, and with it installed from make release's artifacts as the README says (make publish to the registry, signed with a key the suite generates, verified with the README's commands, which refuse a tampered image or another key; Helm from the registry, one file, kustomize), under training-operator v1.8.1 and v1.9.4, then mpi-operator v0.8.2's kubeflow.org/v2beta1 jobs, whose launcher reaches the workers over SSH, and tear it all down (docs/CLUSTER.md).
 	@start=$$SECONDS; t() { echo "test-cluster: $$(date -u +%T) [+$$((SECONDS - start))s] $$*"; }; \
 	hack/apt-install.sh $(TEST_CLUSTER_PACKAGES) && t "Debian packages there" && \
 	parts=$$(hack/cluster/build.sh) && export $$parts && t "node binaries built" && \
@@ -283,7 +283,7 @@ test-cluster: helm ## Start a real single-node cluster in a network namespace (t
 	$(GO) test -c -o bin/cluster.test ./test/cluster && t "suite built" && \
 	env $(ENVTEST_ENV) MPIJOB_CRD_V1_9="$(MPIJOB_CRD_V1_9)" IMAGE_TARS="$$JOB_IMAGE_TAR $$JOB_ENTRYPOINT_IMAGE_TAR" \
 		RELEASE_DIR=$(abspath $(TEST_CLUSTER_DIST)) RELEASE_VERSION=$(TEST_CLUSTER_VERSION) \
-		SOURCE_DIR=$(CURDIR) HELM=$(HELM) CLUSTER_LOGS=$(abspath $(TEST_CLUSTER_LOGS)) \
+		SOURCE_DIR=$(CURDIR) HELM=$(HELM) COSIGN=$(COSIGN) CLUSTER_LOGS=$(abspath $(TEST_CLUSTER_LOGS)) \
 		test/cluster/cluster.sh test $(TEST_CLUSTER_CMD) && t "done"
 
 ##@ Deployment

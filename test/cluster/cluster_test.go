@@ -372,6 +372,35 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			flyteWorkflow{task: mpiNothing, retries: 1, want: succeeded})
 	})
 
+	It("before it installs, publishes the release to the registry signed with a key (make publish), "+
+		"and verifies it there with the README's \"With a key\" commands", func(ctx SpecContext) {
+		generateKeys(ctx)
+		publish(ctx)
+		Expect(filepath.Join(releaseDir, "published.env")).To(BeAnExistingFile())
+		_, served := registryManifest(ctx, releaseVersion)
+		Expect(served).To(Equal(releasedDigest()), "the digest make publish pushed under %s", releaseVersion)
+		expectVerification(ctx, "as published", verifierDir(releaseKey), verifyCommands(), "")
+	})
+
+	It("refuses, with the README's \"With a key\" commands, the image pushed under the release's tag with another digest "+
+		"and another key's signature, and every file checked with another key's cosign.pub", func(ctx SpecContext) {
+		commands := verifyCommands()
+		tampered, restored := pushTampered(ctx), false
+		// Whatever happens next, the tag goes back on the release's digest
+		// before the install, which pushes and pins that digest.
+		DeferCleanup(func(ctx context.Context) {
+			if !restored {
+				restoreTag(ctx)
+			}
+		})
+		expectVerification(ctx, "the tag on "+tampered+", signed with another key", verifierDir(releaseKey), commands,
+			" "+imageRepository()+":")
+		restoreTag(ctx)
+		restored = true
+		expectVerification(ctx, "the tag back on the release's digest", verifierDir(releaseKey), commands, "")
+		expectVerification(ctx, "the reader's cosign.pub another key's", verifierDir(otherKey), commands, "cosign ")
+	})
+
 	It("installs the webhook as the README says: skopeo copy and helm push to the registry, helm install oci://; "+
 		"both replicas Ready under Pod Security restricted, running the released image, pulled by its digest", func(ctx SpecContext) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: webhookNamespace, Labels: map[string]string{

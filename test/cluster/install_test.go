@@ -29,7 +29,7 @@ import (
 // How the README's install commands are run: as its reader would, from the
 // directory holding make release's artifacts, with kubectl, helm and skopeo
 // on PATH, and a machine that trusts the registry's CA (for skopeo,
-// $HOME/.config/containers/certs.d; for helm, SSL_CERT_FILE).
+// $HOME/.config/containers/certs.d; for helm and cosign, SSL_CERT_FILE).
 
 // readmeVersion is the release the README's commands name; the suite puts
 // its own release, RELEASE_VERSION, in its place.
@@ -90,7 +90,9 @@ func chartRef() string { return "oci://" + registry + "/charts/flyte-mpi-webhook
 func imageRepository() string { return registry + "/flyte-mpi-webhook" }
 
 // readerEnv is the README reader's machine: HOME, with skopeo's trust in
-// the registry's CA, and PATH, with kubectl and helm. It is removed when the suite ends.
+// the registry's CA, and PATH, with kubectl, helm and cosign (whose keys
+// have no password, and whose cache of sigstore's trust root is HOME's). It
+// is removed when the suite ends.
 func readerEnv() []string {
 	GinkgoHelper()
 	home, err := os.MkdirTemp("", "cluster-reader-")
@@ -105,8 +107,9 @@ func readerEnv() []string {
 	Expect(os.MkdirAll(bin, 0o700)).To(Succeed())
 	Expect(os.Symlink(env("KUBECTL"), filepath.Join(bin, "kubectl"))).To(Succeed())
 	Expect(os.Symlink(helmBinary, filepath.Join(bin, "helm"))).To(Succeed())
+	Expect(os.Symlink(cosignBinary, filepath.Join(bin, "cosign"))).To(Succeed())
 	return append(os.Environ(), "HOME="+home, "PATH="+bin+":"+os.Getenv("PATH"), "SSL_CERT_FILE="+registryCA,
-		"KUBECONFIG="+kubeconfig)
+		"KUBECONFIG="+kubeconfig, "COSIGN_PASSWORD=", "TUF_ROOT="+filepath.Join(home, ".sigstore", "root"))
 }
 
 // releaseFiles returns a directory holding, as links, the files of the

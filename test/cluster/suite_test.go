@@ -1,7 +1,8 @@
 // Package cluster_test runs on the real single-node cluster that
 // test/cluster/cluster.sh starts (make test-cluster): a kubelet runs the
 // Pods; the add-on is installed from make release's artifacts, pushed to the
-// cluster's registry, with the README's own commands (install_test.go); the
+// cluster's registry, with the README's own commands (install_test.go), once
+// the README's cosign commands have verified it there (verify_test.go); the
 // training-operator v1.8.1, then v1.9.4, runs the MPIJobs, and Flyte's own
 // backend (test/flyte's flyte-backend launch) creates them. The verdict on a
 // job is its MPIJob's Succeeded condition. Flyte's own controller,
@@ -44,6 +45,8 @@ var (
 	flyteBackend string
 	// helmBinary is the Helm CLI that installs the chart.
 	helmBinary string
+	// cosignBinary is the cosign CLI that signs the release (make publish) and verifies it (verify_test.go).
+	cosignBinary string
 	// releaseDir holds make release's artifacts of releaseVersion: the image
 	// tarball (and the .ref make image wrote beside it), the chart, the one-file installs.
 	releaseDir, releaseVersion string
@@ -75,6 +78,7 @@ var _ = BeforeSuite(func() {
 	flyteBackend = env("FLYTE_BACKEND_BIN")
 	propellerBinary, propellerLog = env("PROPELLER_BIN"), env("PROPELLER_LOG")
 	helmBinary = env("HELM")
+	cosignBinary = env("COSIGN")
 	releaseDir, releaseVersion = env("RELEASE_DIR"), env("RELEASE_VERSION")
 	sourceDir = env("SOURCE_DIR")
 	registry, registryCA = env("REGISTRY"), env("REGISTRY_CA")
