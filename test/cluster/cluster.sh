@@ -404,13 +404,21 @@ dns() {
 	await "the cluster DNS listens on $node_ip:53" 60 in_netns bash -c ": <> /dev/tcp/$node_ip/53"
 }
 
+# stop_part stops the part NAME that start started: SIGTERM to its recorded
+# PID, and a wait until it is gone; then forgets the PID, so that down never
+# signals it, which another process may have by then.
+stop_part() {
+	local name=$1 pid
+	pid=$(cat "$state/pids/$name")
+	kill -TERM "$pid" 2> /dev/null || true
+	while kill -0 "$pid" 2> /dev/null; do sleep 0.2; done
+	rm "$state/pids/$name"
+	log "stopped $name (pid $pid)"
+}
+
 # restart_kubelet stops the kubelet, as an upgrade or a crash would, and starts it again.
 restart_kubelet() {
-	local pid
-	pid=$(cat "$state/pids/kubelet")
-	kill -TERM "$pid"
-	while kill -0 "$pid" 2> /dev/null; do sleep 0.2; done
-	log "stopped the kubelet (pid $pid)"
+	stop_part kubelet
 	KUBELET_BIN=$(cat "$state/kubelet.bin")
 	kubelet
 }
@@ -482,11 +490,7 @@ propeller() {
 # runs the one of TRAINING_OPERATOR_V1_9_BIN with its CRD.
 switch_operator() {
 	need TRAINING_OPERATOR_V1_9_BIN MPIJOB_CRD_V1_9
-	local pid
-	pid=$(cat "$state/pids/training-operator")
-	kill -TERM "$pid"
-	while kill -0 "$pid" 2> /dev/null; do sleep 0.2; done
-	log "stopped the training-operator (pid $pid)"
+	stop_part training-operator
 	operator "$TRAINING_OPERATOR_V1_9_BIN" "$MPIJOB_CRD_V1_9"
 }
 
@@ -500,15 +504,8 @@ switch_operator() {
 # in its code) is the namespace's.
 switch_mpi_operator() {
 	need MPI_OPERATOR_BIN MPIJOB_CRD_V2BETA1
-	local name pid
-	for name in training-operator propeller; do
-		pid=$(cat "$state/pids/$name")
-		kill -TERM "$pid" 2> /dev/null || true
-		while kill -0 "$pid" 2> /dev/null; do sleep 0.2; done
-		# Gone: down must not signal its PID, which another process may have by then.
-		rm "$state/pids/$name"
-		log "stopped $name (pid $pid)"
-	done
+	stop_part training-operator
+	stop_part propeller
 	kubectl_ delete customresourcedefinition mpijobs.kubeflow.org --wait > /dev/null
 	log "deleted the CRD MPIJob kubeflow.org/v1"
 	kubectl_ apply --server-side -f "$MPIJOB_CRD_V2BETA1" > /dev/null
