@@ -66,8 +66,8 @@ func (l *Listener) acceptInner() {
 	backoff := time.Duration(0)
 	for {
 		l.mu.Lock()
-		toOwn := l.yieldToOwn()
-		for l.full(toOwn) {
+		ownUpTo := l.ownYieldsUpTo()
+		for l.full(ownUpTo) {
 			// A quiet connection may give way once quiet long enough: wake then too.
 			if after, ok := l.untilQuietGivesWay(); ok {
 				wake := time.AfterFunc(max(after, 10*time.Millisecond), l.wakeAcceptLoop)
@@ -76,7 +76,7 @@ func (l *Listener) acceptInner() {
 			} else {
 				l.room.Wait()
 			}
-			toOwn = l.yieldToOwn()
+			ownUpTo = l.ownYieldsUpTo()
 		}
 		l.mu.Unlock()
 		conn, err := l.Listener.Accept()
@@ -93,7 +93,7 @@ func (l *Listener) acceptInner() {
 		if hasUnreadBytes(conn) {
 			c.state = connHandshake
 		}
-		l.place(c, toOwn)
+		l.place(c, ownUpTo)
 	}
 }
 
@@ -110,7 +110,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 // place gives c a place, the place of one that gives way if need be, and
 // starts its handshake; it resets c when none gives way, and after Close,
 // as the kernel resets the connections in its backlog.
-func (l *Listener) place(c *connection, toOwn connState) {
+func (l *Listener) place(c *connection, ownUpTo connState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -118,7 +118,7 @@ func (l *Listener) place(c *connection, toOwn connState) {
 		return
 	}
 	if l.open.total >= l.limits.MaxConns {
-		victim := l.givesWay(c.address, toOwn)
+		victim := l.givesWay(c.address, ownUpTo)
 		if victim == nil {
 			c.reset()
 			return

@@ -193,13 +193,13 @@ func TestFairListenerPlaces(t *testing.T) {
 					conns[step.arrives] = &connection{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
 						state: map[string]connState{"": connActive, "silent": connSilent, "handshake": connHandshake, "new": connNew, "idle": connIdle}[step.doing],
 						since: now}
-					l.place(conns[step.arrives], l.yieldToOwn())
+					l.place(conns[step.arrives], l.ownYieldsUpTo())
 				}
 				if step.closes != "" {
 					l.release(conns[step.closes]) // as its Close does, which the test does not record
 				}
 				got := step
-				got.admitted, got.closed, got.full = nil, nil, l.full(l.yieldToOwn())
+				got.admitted, got.closed, got.full = nil, nil, l.full(l.ownYieldsUpTo())
 				for _, c := range admitted {
 					for name, known := range conns {
 						if known == c {

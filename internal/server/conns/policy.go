@@ -14,18 +14,18 @@ var giveWayOrder = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3
 // givesWay is the port's one rule, the gate's too: when every place is
 // taken, the address holding the most gives way, by giveWayOrder, and to a
 // newcomer from a lighter address then its oldest, if it would still hold
-// more. To its own, nothing beyond toOwn, and one served only once it has
+// more. To its own, nothing beyond ownUpTo, and one served only once it has
 // sent no request for QuietFloor; when it holds every place, then the one
 // idle the longest, as long: a pool that carries traffic reuses its
 // connections far sooner, a parked flood does not (nginx's
 // ngx_drain_connections). A served one whose client has sent bytes not read
 // yet carries a request, and stays. nil: the newcomer is reset.
-func (l *Listener) givesWay(newcomer string, toOwn connState) *connection {
+func (l *Listener) givesWay(newcomer string, ownUpTo connState) *connection {
 	heaviest := l.open.heaviest()
 	held := l.open.byAddress[heaviest]
 	most := len(giveWayOrder)
 	if heaviest == newcomer {
-		most = giveWayOrder[toOwn]
+		most = giveWayOrder[ownUpTo]
 	}
 	var victim *connection
 	for _, c := range held {
@@ -78,16 +78,16 @@ func quietest(held []*connection, states ...connState) *connection {
 }
 
 // full says whether one address holds every place and none would give way
-// to its own, by toOwn: the kernel's backlog then keeps the next connection
+// to its own, by ownUpTo: the kernel's backlog then keeps the next connection
 // until one would, where place would reset it.
-func (l *Listener) full(toOwn connState) bool {
-	return !l.closed && l.open.total >= l.limits.MaxConns && len(l.open.byAddress) == 1 && l.givesWay(l.open.heaviest(), toOwn) == nil
+func (l *Listener) full(ownUpTo connState) bool {
+	return !l.closed && l.open.total >= l.limits.MaxConns && len(l.open.byAddress) == 1 && l.givesWay(l.open.heaviest(), ownUpTo) == nil
 }
 
-// yieldToOwn is the last state, in giveWayOrder, in which a connection
+// ownYieldsUpTo is the last state, in giveWayOrder, in which a connection
 // gives way to a newcomer of its own address: connNew too once no
 // handshake waits for a place, so that the newcomer's can start at once.
-func (l *Listener) yieldToOwn() connState {
+func (l *Listener) ownYieldsUpTo() connState {
 	if l.handshakes.crowded() {
 		return connSilent
 	}
