@@ -402,9 +402,9 @@ release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the 
 	@[[ "$(VERSION)" =~ $(SEMVER_RE) ]] || { \
 		echo "VERSION=$(VERSION): want a release version, v and then semver without build metadata, such as VERSION=v0.1.0 or VERSION=v0.2.0-rc.1" >&2; exit 1; }
 	@[ -f $(CHART_DIR)/Chart.yaml ] || { echo "$(CHART_DIR)/Chart.yaml: no chart to package" >&2; exit 1; }
-	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
+	$(call our-tool,helm,$(HELM))
 	@mkdir -p $(DIST_DIR)
-	$(if $(filter $(LOCALBIN)/syft,$(SYFT)),$(MAKE) --no-print-directory syft)
+	$(call our-tool,syft,$(SYFT))
 	@command -v jq >/dev/null || { echo "release: no jq, which makes the SBOMs reproducible; apt-get install -y jq" >&2; exit 1; }
 	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_TAR=$(RELEASE_IMAGE_TAR)
 	@# What the image holds, read from it as a scanner reads it: the Go modules compiled
@@ -423,7 +423,7 @@ release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the 
 release-sbom-check: ## Fail when syft, run again on the image of make release's VERSION in DIST_DIR, writes SBOMs other than the release's, byte for byte.
 	@for file in $(RELEASE_IMAGE_TAR) $(RELEASE_SBOMS); do [ -f "$$file" ] || { \
 		echo "$$file: no such file: run make release VERSION=$(VERSION) DIST_DIR=$(DIST_DIR) first" >&2; exit 1; }; done
-	$(if $(filter $(LOCALBIN)/syft,$(SYFT)),$(MAKE) --no-print-directory syft)
+	$(call our-tool,syft,$(SYFT))
 	$(foreach platform,$(RELEASE_PLATFORMS),$(call release-sbom-cmd,$(platform)) | cmp - $(call release-sbom,$(platform)) &&) true
 	@echo "release-sbom-check: syft wrote the same SBOMs again: $(notdir $(RELEASE_SBOMS))"
 
@@ -449,8 +449,8 @@ publish: ## Push make release's image (skopeo) and chart (helm push) for VERSION
 	@for file in $(RELEASE_FILES) $(DIST_DIR)/SHA256SUMS; do [ -f "$$file" ] || { \
 		echo "$$file: no such file: run make release VERSION=$(VERSION) DIST_DIR=$(DIST_DIR) first" >&2; exit 1; }; done
 	cd $(DIST_DIR) && sha256sum --quiet --check SHA256SUMS
-	$(if $(filter $(LOCALBIN)/helm,$(HELM)),$(MAKE) --no-print-directory helm)
-	$(if $(filter $(LOCALBIN)/cosign,$(COSIGN)),$(MAKE) --no-print-directory cosign)
+	$(call our-tool,helm,$(HELM))
+	$(call our-tool,cosign,$(COSIGN))
 	@command -v skopeo >/dev/null || { echo "publish: no skopeo; apt-get install -y skopeo" >&2; exit 1; }
 	@# skopeo keeps the index's digest, which make image wrote beside the tarball.
 	skopeo copy --quiet --all --preserve-digests $(if $(filter true,$(PUBLISH_PLAIN_HTTP)),--dest-tls-verify=false) \
@@ -482,7 +482,7 @@ release-check: ## Make a release into bin/release-check, make publish it to a do
 	rm -rf $(RELEASE_CHECK_DIST)
 	$(MAKE) --no-print-directory release VERSION=$(RELEASE_CHECK_VERSION) DIST_DIR=$(RELEASE_CHECK_DIST)
 	$(MAKE) --no-print-directory release-sbom-check VERSION=$(RELEASE_CHECK_VERSION) DIST_DIR=$(RELEASE_CHECK_DIST)
-	$(if $(filter $(LOCALBIN)/cosign,$(COSIGN)),$(MAKE) --no-print-directory cosign)
+	$(call our-tool,cosign,$(COSIGN))
 	RELEASE_DIR=$(RELEASE_CHECK_DIST) RELEASE_VERSION=$(RELEASE_CHECK_VERSION) COSIGN=$(COSIGN) HELM=$(HELM) \
 		MAKE="$(MAKE)" test/release/check.sh
 
@@ -604,3 +604,8 @@ $(GO) -C $(or $(4),hack/tools) build $(5) -o "$(1)-$(3)" $(2); \
 ln -sf "$(1)-$(3)" "$(1)"; \
 }
 endef
+
+# our-tool builds tool $(1) (make $(1)) when $(2), the binary a recipe is told
+# to run, is the bin/$(1) this Makefile builds, and not one the caller named
+# (COSIGN=cosign, HELM=helm on PATH, as make test-cluster's README reader).
+our-tool = $(if $(filter $(LOCALBIN)/$(1),$(2)),$(MAKE) --no-print-directory $(1))
