@@ -172,6 +172,9 @@ expect() {
 		[[ -n $command ]] || continue
 		if [[ -n $failing && $command == *"$failing"* ]]; then
 			! run "$command" || fail "$when: passed, and must not: $command"
+			# cosign's own refusal, not the registry's or the network's (as test/cluster/verify_test.go asks).
+			grep -qE 'no matching (signatures|attestations)|failed to verify signature' "$work/out" ||
+				fail "$when: failed, but not as a refusal: $command: $(tail -n 5 "$work/out")"
 			log "$when: refused, as it must: $command: $(grep -m1 -i 'error' "$work/out")"
 		else
 			run "$command" || fail "$when: $command: $(tail -n 5 "$work/out")"
