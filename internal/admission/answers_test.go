@@ -3,13 +3,10 @@ package admission
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
-	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 	ctrladmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -41,8 +38,6 @@ func TestAnswersAsWebhook(t *testing.T) {
 	}
 	valid := reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, flytekitCustom)))
 	onePass = append(onePass, "a Flyte Horovod MPIJob (the reference)")
-	inputs = append(inputs, hostileInput{input: "a body of the Webhook's limit",
-		body: append(append([]byte{}, valid...), bytes.Repeat([]byte(" "), maxBodyBytes-len(valid))...)})
 
 	for _, in := range inputs {
 		t.Run(in.input, func(t *testing.T) {
@@ -54,13 +49,6 @@ func TestAnswersAsWebhook(t *testing.T) {
 		})
 	}
 
-	t.Run("a body that fails midway", func(t *testing.T) {
-		compareAnswers(t, newHandler(), func() *http.Request {
-			req := hostileInput{body: valid}.request()
-			req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(valid[:100]), iotest.ErrReader(errors.New("connection reset"))))
-			return req
-		})
-	})
 	t.Run("a decision that panics", func(t *testing.T) {
 		panicking := NewHandler(mutate.DefaultOptions(), func(mutate.Decision) { panic("observed") })
 		rec := compareAnswers(t, panicking, hostileInput{body: valid}.request)

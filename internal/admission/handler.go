@@ -1,27 +1,30 @@
 // Package admission serves the webhook's decision, mutate.Decide, as a
 // Kubernetes mutating admission webhook. cmd/webhook makes the Handler
 // (NewHandler) and gives it to internal/server (server.New), which serves it
-// at Path behind its bounds on what a client may send, the body read whole.
+// at Path behind its bounds on connections and requests.
 //
-// A review goes down one path, a file a step, each step calling only the
-// next:
+// A review goes down one path, a file a step:
 //
-//  1. read.go: readReview takes the body once (readBody) and decodes the
-//     AdmissionReview and its MPIJob in one pass (decodeReview); a body it
-//     cannot read, which no API server sends, is read by the API
-//     machinery's codec instead, only so as to answer it in the codec's
-//     words (decodeOther);
-//  2. decide.go: review gives the request to mutate.Decide (decide), counts
+//  1. limits.go: the limiter reads the body whole, once, within
+//     server.Limits' bounds on bodies (one cap, its bytes counted in one
+//     budget), then takes a place among the reviews being decided, so that
+//     no review waits for a client; it answers what it refuses;
+//  2. read.go: readReview decodes the AdmissionReview and its MPIJob in one
+//     pass (decodeReview); a body it cannot read, which no API server
+//     sends, is read by the API machinery's codec instead, only so as to
+//     answer it in the codec's words (decodeOther);
+//  3. decide.go: review gives the request to mutate.Decide (decide), counts
 //     the decision, and recovers a panic;
-//  3. answer.go: answer turns the decision into the response, a JSON patch
+//  4. answer.go: answer turns the decision into the response, a JSON patch
 //     or a denial, and logs it;
-//  4. write.go: writeReview writes it.
+//  5. write.go: writeReview writes it.
 //
-// Every answer is byte for byte what controller-runtime's admission.Webhook
-// answers around the same decision (TestAnswersAsWebhook holds them), and the one
-// pass is the webhook's for its cost: the Webhook's codec reads a body
-// four times and the object is then decoded again, which doubles the CPU
-// of a review and halves the throughput over TLS (docs/PERFORMANCE.md).
+// Past the limiter, every answer is byte for byte what controller-runtime's
+// admission.Webhook answers around the same decision (TestAnswersAsWebhook
+// holds them), and the one pass is the webhook's for its cost: the
+// Webhook's codec reads a body four times and the object is then decoded
+// again, which doubles the CPU of a review and halves the throughput over
+// TLS (docs/PERFORMANCE.md).
 package admission
 
 import (
@@ -32,6 +35,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
 // Path is where the webhook is served.
@@ -44,6 +48,7 @@ type Handler struct {
 	jobs    *mutate.JobDecoder // of opts' FlyteTaskSelector
 	observe func(mutate.Decision)
 	log     logr.Logger
+	limiter *limiter
 }
 
 // NewHandler returns the handler the server runs: it decides with opts,
@@ -51,12 +56,19 @@ type Handler struct {
 // to observe too, when observe is not nil.
 func NewHandler(opts mutate.Options, observe func(mutate.Decision)) *Handler {
 	return &Handler{opts: opts, jobs: mutate.NewJobDecoder(opts.FlyteTaskSelector), observe: observe,
-		log: logf.Log.WithName("admission")}
+		log: logf.Log.WithName("admission"), limiter: newLimiter(server.DefaultLimits())}
 }
 
 // ServeHTTP answers an AdmissionReview: read, decode, decide, answer, write.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rv, refused := h.readReview(r)
+	body, done, ok := h.limiter.read(w, r)
+	if !ok {
+		return
+	}
+	// The answer is written holding the place: clients that never read
+	// answers of up to 4 MiB delay no review (make soak's slow-reader).
+	defer done()
+	rv, refused := h.readReview(r, body)
 	if refused != nil {
 		h.log.Error(refused.err, refused.why)
 		rv = &review{answer: errored(refused.code, refused.err)} // written untyped: the body was no review

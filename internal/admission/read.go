@@ -1,10 +1,8 @@
 package admission
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -24,12 +22,6 @@ const (
 	reviewAPIVersion = "admission.k8s.io/v1"
 	reviewKind       = "AdmissionReview"
 )
-
-// maxBodyBytes bounds a body that readBody reads itself: controller-runtime's
-// (its maxRequestSize), so that a body the handler is given unread is met
-// as the Webhook meets it. internal/server hands it bodies read whole, of
-// server.MaxBodyBytes at most.
-const maxBodyBytes = 7 << 20
 
 // review is an AdmissionReview read for its decision: one allocation holds it.
 type review struct {
@@ -56,21 +48,10 @@ type refusal struct {
 	why  string
 }
 
-// readReview reads r's body once and decodes it: in one pass
-// (decodeReview), or, for a body that pass cannot read, with the codec
-// (decodeOther). It refuses a request as controller-runtime's
-// admission.Webhook does, in the same order.
-func (h *Handler) readReview(r *http.Request) (*review, *refusal) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, &refusal{http.StatusBadRequest, errors.New("request body is empty"), "bad request"}
-	}
-	body, err := readBody(r)
-	switch {
-	case errors.Is(err, errTooLarge):
-		return nil, &refusal{http.StatusRequestEntityTooLarge, err, "unable to read the body from the incoming request; limit reached"}
-	case err != nil:
-		return nil, &refusal{http.StatusBadRequest, err, "unable to read the body from the incoming request"}
-	}
+// readReview decodes body, r's: in one pass (decodeReview), or, for a body
+// that pass cannot read, with the codec (decodeOther). It refuses a request
+// as controller-runtime's admission.Webhook does, in the same order.
+func (h *Handler) readReview(r *http.Request, body []byte) (*review, *refusal) {
 	if contentType := r.Header.Get("Content-Type"); contentType != "application/json" {
 		return nil, &refusal{http.StatusBadRequest, fmt.Errorf("contentType=%s, expected application/json", contentType),
 			"unable to process a request with unknown content type"}
@@ -83,26 +64,6 @@ func (h *Handler) readReview(r *http.Request) (*review, *refusal) {
 		return nil, &refusal{http.StatusBadRequest, err, "unable to decode the request"}
 	}
 	return rv, nil
-}
-
-// errTooLarge is readBody's error for a body of maxBodyBytes or more.
-var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", maxBodyBytes)
-
-// readBody returns r's body: as it is when internal/server has read it
-// whole, or else read here, within maxBodyBytes, in one allocation of its
-// Content-Length.
-func readBody(r *http.Request) ([]byte, error) {
-	if whole, ok := r.Body.(interface{ Bytes() []byte }); ok {
-		return whole.Bytes(), nil
-	}
-	defer r.Body.Close()
-	var buf bytes.Buffer
-	buf.Grow(int(min(max(r.ContentLength, 0), maxBodyBytes)) + bytes.MinRead) // MinRead: room for ReadFrom's EOF
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, maxBodyBytes))
-	if err == nil && buf.Len() >= maxBodyBytes {
-		err = errTooLarge
-	}
-	return buf.Bytes(), err
 }
 
 // errNotReviewOfObject is decodeReview's error for a body that decodes, but

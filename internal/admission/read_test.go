@@ -1,11 +1,7 @@
 package admission
 
 import (
-	"bytes"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -109,39 +105,5 @@ func TestDecodeReviewAllocatesForWhatItKeeps(t *testing.T) {
 	few, lots := allocs(flood(mutate.MaxContainers)), allocs(flood(100*mutate.MaxContainers))
 	if lots > few+10 {
 		t.Errorf("%v allocations for %d containers, labels and annotations; %v for %d", lots, 100*mutate.MaxContainers, few, mutate.MaxContainers)
-	}
-}
-
-// wholeBody is a body read whole, as internal/server hands one on.
-type wholeBody struct{ *bytes.Reader }
-
-func (b wholeBody) Bytes() []byte {
-	all := make([]byte, b.Size())
-	_, _ = b.ReadAt(all, 0)
-	return all
-}
-
-func (wholeBody) Close() error { return nil }
-
-// TestReadBodyOnce checks that readBody takes a body read whole as it is,
-// and reads any other within maxBodyBytes.
-func TestReadBodyOnce(t *testing.T) {
-	request := func(body io.Reader) *http.Request {
-		return httptest.NewRequest(http.MethodPost, Path, body)
-	}
-	whole := []byte(`{"kind":"AdmissionReview"}`)
-	held := wholeBody{bytes.NewReader(whole)}
-	r := request(nil)
-	r.Body = held
-	got, err := readBody(r)
-	if err != nil || string(got) != string(whole) || held.Len() != len(whole) {
-		t.Errorf("readBody(a whole body) = %q, %v, with %d of %d bytes left unread; want it as it is, unread",
-			got, err, held.Len(), len(whole))
-	}
-	if got, err := readBody(request(bytes.NewReader(whole))); err != nil || string(got) != string(whole) {
-		t.Errorf("readBody = %q, %v; want %q", got, err, whole)
-	}
-	if _, err := readBody(request(bytes.NewReader(make([]byte, maxBodyBytes)))); !errors.Is(err, errTooLarge) {
-		t.Errorf("readBody(%d bytes) = %v; want errTooLarge", maxBodyBytes, err)
 	}
 }

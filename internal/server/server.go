@@ -1,10 +1,11 @@
 // Package server serves an admission handler over TLS, with health probes
 // and metrics, from a controller-runtime manager, as its webhook.Server.
 // The binary, the envtest suites and the benchmarks' no-op webhook build it
-// with New. It bounds what any client can make it hold, one Limits value, a
-// layer a room: connections and TLS handshakes (package conns), bodies and
-// requests being decided (limits.go), TLS (tls.go), the drain (drain.go),
-// and the probe and metrics ports (probes.go).
+// with New. Its Limits are every bound on what a client can make the webhook
+// hold, a layer a room: connections and TLS handshakes (package conns), the
+// HTTP requests (server.go), TLS (tls.go), the drain (drain.go), the probe
+// and metrics ports (probes.go); bodies and reviews being decided are
+// internal/admission's, which reads its bounds from here.
 package server
 
 import (
@@ -69,7 +70,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	}
 	limits := DefaultLimits()
 	webhookServer := &webhookServer{config: cfg, limits: limits, mux: http.NewServeMux(), tls: tlsConfig, certs: certs,
-		limiter: newLimiter(limits), drainDone: time.After}
+		drainDone: time.After}
 	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
 	// the probes and metrics itself, with the bounds the manager's servers lack.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
@@ -96,7 +97,6 @@ type webhookServer struct {
 	mux       *http.ServeMux
 	tls       *tls.Config
 	certs     *certwatcher.CertWatcher
-	limiter   *limiter
 	drainDone func(time.Duration) <-chan time.Time // time.After, or the tests' own
 
 	serving, draining atomic.Bool
@@ -104,9 +104,9 @@ type webhookServer struct {
 
 var _ webhook.Server = &webhookServer{}
 
-// Register serves hook at path, within the limits, counted as controller-runtime's server counts a hook.
+// Register serves hook at path, counted as controller-runtime's server counts a hook.
 func (s *webhookServer) Register(path string, hook http.Handler) {
-	s.mux.Handle(path, instrument(path, s.limiter.limit(hook)))
+	s.mux.Handle(path, instrument(path, hook))
 }
 
 func (s *webhookServer) WebhookMux() *http.ServeMux { return s.mux }

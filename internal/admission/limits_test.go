@@ -1,9 +1,10 @@
-package server
+package admission
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,13 +13,29 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
+
+// limited serves next as Handler.ServeHTTP serves a review: behind l.read,
+// holding the body's bytes and its place until next has answered.
+func limited(l *limiter, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, done, ok := l.read(w, r)
+		if !ok {
+			return
+		}
+		defer done()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
 
 // readingHandler reads the body as the admission handler does, answers 400
 // when it cannot, and otherwise waits for gate, if any, then answers 200
@@ -41,25 +58,25 @@ func (h readingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, len(body))
 }
 
-// answer is what a client got: the status, the Retry-After header, and
+// reply is what a client got: the status, the Retry-After header, and
 // the body's first line.
-type answer struct {
+type reply struct {
 	Status     int
 	RetryAfter string
 	Body       string
 }
 
-// send posts body; a request that gets no answer is answered status 0 with the error.
-func send(url string, body io.Reader, contentLength int64) answer {
+// send posts body; a request that gets no reply is answered status 0 with the error.
+func send(url string, body io.Reader, contentLength int64) reply {
 	return sendFrom("", url, body, contentLength)
 }
 
 // sendFrom posts body from the loopback address from, another client
 // address than the default 127.0.0.1.
-func sendFrom(from, url string, body io.Reader, contentLength int64) answer {
+func sendFrom(from, url string, body io.Reader, contentLength int64) reply {
 	req, err := http.NewRequest(http.MethodPost, url, body)
 	if err != nil {
-		return answer{Body: err.Error()}
+		return reply{Body: err.Error()}
 	}
 	req.ContentLength = contentLength
 	client := http.DefaultClient
@@ -69,17 +86,17 @@ func sendFrom(from, url string, body io.Reader, contentLength int64) answer {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return answer{Body: err.Error()}
+		return reply{Body: err.Error()}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	first, _, _ := strings.Cut(string(b), "\n")
-	return answer{resp.StatusCode, resp.Header.Get("Retry-After"), first}
+	return reply{resp.StatusCode, resp.Header.Get("Retry-After"), first}
 }
 
 // sendHeaders sends a request's headers, declaring a body of contentLength
 // bytes, and no body.
-func sendHeaders(t *testing.T, address string, contentLength int64) answer {
+func sendHeaders(t *testing.T, address string, contentLength int64) reply {
 	t.Helper()
 	conn, err := net.Dial("tcp", address)
 	if err != nil {
@@ -96,7 +113,7 @@ func sendHeaders(t *testing.T, address string, contentLength int64) answer {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	first, _, _ := strings.Cut(string(b), "\n")
-	return answer{resp.StatusCode, resp.Header.Get("Retry-After"), first}
+	return reply{resp.StatusCode, resp.Header.Get("Retry-After"), first}
 }
 
 // waitUntil polls the limiter's counts until cond holds.
@@ -119,42 +136,57 @@ func idle(l *limiter) bool {
 }
 
 func TestLimitBodySize(t *testing.T) {
-	l := newLimiter(DefaultLimits())
-	srv := httptest.NewServer(l.limit(readingHandler{}))
+	l := newLimiter(server.DefaultLimits())
+	srv := httptest.NewServer(limited(l, readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
-	maxBody := DefaultLimits().MaxBodyBytes
+	maxBody := server.DefaultLimits().MaxBodyBytes
 	atLimit := bytes.Repeat([]byte("x"), int(maxBody))
 	for _, tt := range []struct {
 		name          string
 		body          io.Reader
 		contentLength int64
-		want          answer
+		want          reply
 	}{
-		{"a small body", strings.NewReader("{}"), 2, answer{Status: 200, Body: "2"}},
-		{"a body at the limit", bytes.NewReader(atLimit), maxBody, answer{Status: 200, Body: strconv.FormatInt(maxBody, 10)}},
+		{"a small body", strings.NewReader("{}"), 2, reply{Status: 200, Body: "2"}},
+		{"a body at the limit", bytes.NewReader(atLimit), maxBody, reply{Status: 200, Body: strconv.FormatInt(maxBody, 10)}},
 		{"a Content-Length above the limit, refused unread", nil, maxBody + 1,
-			answer{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", maxBody+1, maxBody)}},
+			reply{Status: 413, Body: fmt.Sprintf("the body is %d bytes, more than the %d served", maxBody+1, maxBody)}},
 		{"a body of unknown length, refused unread", strings.NewReader("{}"), -1,
-			answer{Status: 411, Body: "a Content-Length is required: the API server always sends one"}},
+			reply{Status: 411, Body: "a Content-Length is required: the API server always sends one"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var got answer
+			var got reply
 			if tt.body == nil {
 				got = sendHeaders(t, srv.Listener.Addr().String(), tt.contentLength)
 			} else {
 				got = send(srv.URL, tt.body, tt.contentLength)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("answer (-want +got):\n%s", diff)
+				t.Errorf("reply (-want +got):\n%s", diff)
 			}
 			waitUntil(t, l, "the request is no longer counted", idle)
 		})
 	}
 }
 
+// TestLimitBodyFailsMidway checks that a body whose read fails is answered
+// 400 unread by the review, its connection closed, and its bytes given back.
+func TestLimitBodyFailsMidway(t *testing.T) {
+	h := newHandler()
+	req := hostileInput{body: []byte(`{"kind":"AdmissionReview"}`)}.request()
+	req.Body = io.NopCloser(io.MultiReader(strings.NewReader(`{"kind"`), iotest.ErrReader(errors.New("connection reset"))))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	got := fmt.Sprint(rec.Code, " ", rec.Header().Get("Connection"), " ", rec.Body.String())
+	if want := "400 close reading the body: connection reset\n"; got != want {
+		t.Errorf("answer %q, want %q", got, want)
+	}
+	waitUntil(t, h.limiter, "the request is no longer counted", idle)
+}
+
 // TestLimitServesOnlyPOST checks that a request the API server never sends is refused before any body is read.
 func TestLimitServesOnlyPOST(t *testing.T) {
-	srv := httptest.NewServer(newLimiter(DefaultLimits()).limit(readingHandler{}))
+	srv := httptest.NewServer(limited(newLimiter(server.DefaultLimits()), readingHandler{}))
 	t.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL)
 	if err != nil {
@@ -171,10 +203,10 @@ func TestLimitServesOnlyPOST(t *testing.T) {
 // from another address is let in before the flood's waiters, and that
 // every request is answered.
 func TestLimitDecidingSharedByAddress(t *testing.T) {
-	l := newLimiter(DefaultLimits())
+	l := newLimiter(server.DefaultLimits())
 	l.deciding = conns.NewGate(2)
 	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
-	srv := httptest.NewServer(l.limit(h))
+	srv := httptest.NewServer(limited(l, h))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
 	waiting := func(address string, n int) func(*limiter) bool {
 		return func(l *limiter) bool {
@@ -183,7 +215,7 @@ func TestLimitDecidingSharedByAddress(t *testing.T) {
 		}
 	}
 
-	flood := make(chan answer, 5)
+	flood := make(chan reply, 5)
 	for range 2 {
 		go func() { flood <- send(srv.URL, strings.NewReader("{}"), 2) }()
 		<-h.entered
@@ -192,7 +224,7 @@ func TestLimitDecidingSharedByAddress(t *testing.T) {
 		go func() { flood <- send(srv.URL, strings.NewReader("{}"), 2) }()
 	}
 	waitUntil(t, l, "three of the flood's wait", waiting("127.0.0.1", 3))
-	other := make(chan answer, 1)
+	other := make(chan reply, 1)
 	go func() { other <- sendFrom("127.0.0.2", srv.URL, strings.NewReader("{}"), 2) }()
 	waitUntil(t, l, "the other address waits", waiting("127.0.0.2", 1))
 
@@ -216,12 +248,12 @@ func TestLimitDecidingSharedByAddress(t *testing.T) {
 }
 
 // trickle starts a request whose body arrives as the test writes it, and
-// returns the writer and where the answer will arrive.
-func trickle(t *testing.T, url string, declared int64) (*io.PipeWriter, <-chan answer) {
+// returns the writer and where the reply will arrive.
+func trickle(t *testing.T, url string, declared int64) (*io.PipeWriter, <-chan reply) {
 	t.Helper()
 	r, w := io.Pipe()
 	t.Cleanup(func() { w.Close() })
-	got := make(chan answer, 1)
+	got := make(chan reply, 1)
 	go func() { got <- send(url, r, declared) }()
 	return w, got
 }
@@ -238,9 +270,9 @@ func write(t *testing.T, w io.Writer, n int) {
 // that a small body still gets through, aborting the oldest slow body, and
 // that the bytes it frees go to the body that waits.
 func TestLimitSlowBodies(t *testing.T) {
-	l := newLimiter(DefaultLimits())
+	l := newLimiter(server.DefaultLimits())
 	l.MaxBufferedBytes, l.SmallRequestReserve, l.SmallRequestBytes = 64<<10, 16<<10, 8<<10
-	srv := httptest.NewServer(l.limit(readingHandler{}))
+	srv := httptest.NewServer(limited(l, readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
 
 	// A large body takes the budget for large bodies whole, and sends part of it.
@@ -264,11 +296,11 @@ func TestLimitSlowBodies(t *testing.T) {
 	if got := send(srv.URL, strings.NewReader(strings.Repeat(" ", 4<<10)), 4<<10); got.Status != 200 {
 		t.Errorf("a small body when the budget is spent: %+v, want 200", got)
 	}
-	if diff := cmp.Diff(answer{Status: 503, RetryAfter: "1", Body: errAborted.Error()}, <-firstAnswer); diff != "" {
+	if diff := cmp.Diff(reply{Status: 503, RetryAfter: "1", Body: errAborted.Error()}, <-firstAnswer); diff != "" {
 		t.Errorf("the oldest slow body (-want +got):\n%s", diff)
 	}
 	// The bytes the small body gave back go to the large body that waits.
-	if diff := cmp.Diff(answer{Status: 200, Body: strconv.Itoa(16 << 10)}, <-secondAnswer); diff != "" {
+	if diff := cmp.Diff(reply{Status: 200, Body: strconv.Itoa(16 << 10)}, <-secondAnswer); diff != "" {
 		t.Errorf("the large body that waited (-want +got):\n%s", diff)
 	}
 	for _, w := range small {
@@ -286,19 +318,19 @@ func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 		name                       string
 		held, sent                 int
 		maxBytes, reserve, smallAt int64
-		want                       answer
+		want                       reply
 	}{
-		{"a large body", 40 << 10, 16 << 10, 64 << 10, 16 << 10, 8 << 10, answer{Status: 408, Body: "the body did not arrive within 100ms"}},
-		{"a small body", 12 << 10, 8 << 10, 16 << 10, 0, 16 << 10, answer{Status: 503, RetryAfter: "1", Body: errBusy.Error()}},
+		{"a large body", 40 << 10, 16 << 10, 64 << 10, 16 << 10, 8 << 10, reply{Status: 408, Body: "the body did not arrive within 100ms"}},
+		{"a small body", 12 << 10, 8 << 10, 16 << 10, 0, 16 << 10, reply{Status: 503, RetryAfter: "1", Body: errBusy.Error()}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			limits := DefaultLimits()
+			limits := server.DefaultLimits()
 			limits.MaxBufferedBytes, limits.SmallRequestReserve, limits.SmallRequestBytes, limits.ReadTimeout = tt.maxBytes, tt.reserve, tt.smallAt, 100*time.Millisecond
 			l := newLimiter(limits)
 			h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
-			srv := httptest.NewServer(l.limit(h))
+			srv := httptest.NewServer(limited(l, h))
 			t.Cleanup(srv.Close)
-			answered := make(chan answer, 1)
+			answered := make(chan reply, 1)
 			go func() { answered <- send(srv.URL, bytes.NewReader(make([]byte, tt.held)), int64(tt.held)) }()
 			<-h.entered
 			if diff := cmp.Diff(tt.want, send(srv.URL, bytes.NewReader(make([]byte, tt.sent)), int64(tt.sent))); diff != "" {
@@ -310,35 +342,5 @@ func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 			}
 			waitUntil(t, l, "no request is counted", idle)
 		})
-	}
-}
-
-// pastEOFHandler reads the body to its end, then again, as a decoder that
-// checks for trailing data does, and answers 200 with the second read's error.
-type pastEOFHandler struct{}
-
-func (pastEOFHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, err := io.ReadAll(r.Body); err != nil {
-		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	n, err := r.Body.Read(make([]byte, 8))
-	fmt.Fprint(w, n, err)
-}
-
-// TestLimitReadPastEOF checks that a body read past its end, as a decoder
-// that checks for trailing data reads it, counts its request in flight once
-// and takes no more of the budget: with a budget of exactly one request and its body.
-func TestLimitReadPastEOF(t *testing.T) {
-	l := newLimiter(DefaultLimits())
-	l.deciding, l.MaxBufferedBytes, l.SmallRequestReserve = conns.NewGate(1), 10, 0
-	srv := httptest.NewServer(l.limit(pastEOFHandler{}))
-	t.Cleanup(srv.Close)
-	for range 2 { // the second finds the first's bytes and place in flight given back
-		got := send(srv.URL, strings.NewReader(strings.Repeat("x", 10)), 10)
-		if diff := cmp.Diff(answer{Status: 200, Body: "0 EOF"}, got); diff != "" {
-			t.Errorf("answer (-want +got):\n%s", diff)
-		}
-		waitUntil(t, l, "the request is no longer counted", idle)
 	}
 }
