@@ -232,12 +232,3 @@ func (c *connection) Close() error {
 	c.listener.release(c)
 	return c.Conn.Close()
 }
-
-// ClientAddress is the address part of a remote address: the client's IP.
-func ClientAddress(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return remote
-	}
-	return host
-}

@@ -2,6 +2,7 @@ package conns
 
 import (
 	"errors"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -193,6 +194,15 @@ func (g *Gate) Leave(t *Ticket) {
 		g.running.add(next.address, next)
 		close(next.let)
 	}
+}
+
+// ClientAddress is the address part of a remote address: the client's IP.
+func ClientAddress(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
 }
 
 // shares is what each client address holds, oldest first.
