@@ -23,34 +23,27 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// limited serves next as Handler.ServeHTTP serves a review: behind l.read,
-// holding the body's bytes and its place until next has answered.
-func limited(l *limiter, next http.Handler) http.Handler {
+// limited serves a request as Handler.ServeHTTP serves a review: behind
+// l.read, holding the body's bytes and its place until h has answered.
+func limited(l *limiter, h readingHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, done, ok := l.read(w, r)
 		if !ok {
 			return
 		}
 		defer done()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r)
+		h.answer(w, body)
 	})
 }
 
-// readingHandler reads the body as the admission handler does, answers 400
-// when it cannot, and otherwise waits for gate, if any, then answers 200
-// with the body's length.
+// readingHandler stands for the review: given the body l.read read, it
+// waits for gate, if any, then answers 200 with the body's length.
 type readingHandler struct {
 	entered chan struct{} // receives once the body is read, when gate is set
 	gate    chan struct{}
 }
 
-func (h readingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
+func (h readingHandler) answer(w http.ResponseWriter, body []byte) {
 	if h.gate != nil {
 		h.entered <- struct{}{}
 		<-h.gate
