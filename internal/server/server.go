@@ -68,6 +68,7 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	servingCertificates.Store(certs)
 	limits := DefaultLimits()
 	webhookServer := &webhookServer{config: cfg, limits: limits, mux: http.NewServeMux(), tls: tlsConfig, certs: certs,
 		drainDone: time.After}
