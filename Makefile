@@ -88,11 +88,21 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 	$(GOLANGCI_LINT) run --fix
 
 .PHONY: test
-test: lint unit fuzz-smoke envtest ## Run every check: lint, unit tests, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
+test: lint unit alerts-check fuzz-smoke envtest ## Run every check: lint, unit tests, promtool's tests of the alerts, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
 unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests), the shared fixtures' (test/fixtures) and those of test/soak's attacks, under the race detector.
 	CGO_ENABLED=1 $(GO) test -race ./cmd/... ./internal/... ./test/manifests/... ./test/fixtures/... ./test/soak/...
+
+# The alerts (config/prometheus): promtool from Debian's prometheus package, 2.42, the Prometheus
+# that make test-cluster runs them on; hack/apt-install.sh installs it when missing.
+PROMTOOL ?= promtool
+
+.PHONY: alerts-check
+alerts-check: ## Check the alerts with promtool: config/prometheus/rules.yaml parses and passes its unit tests (rules_test.yaml: each alert fires when it must and is silent when healthy).
+	@command -v $(PROMTOOL) >/dev/null || hack/apt-install.sh prometheus
+	$(PROMTOOL) check rules config/prometheus/rules.yaml
+	cd config/prometheus && $(PROMTOOL) test rules rules_test.yaml
 
 .PHONY: envtest
 envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.
@@ -259,7 +269,7 @@ TEST_CLUSTER_ARGS ?=
 TEST_CLUSTER_CMD ?= bin/cluster.test -test.v -ginkgo.v -ginkgo.no-color $(TEST_CLUSTER_ARGS)
 # The Debian packages of the cluster's node and its registry, which make test-cluster installs when missing.
 TEST_CLUSTER_PACKAGES = containerd runc containernetworking-plugins debootstrap iproute2 iptables openssl util-linux \
-	docker-registry skopeo jq
+	docker-registry skopeo jq prometheus
 # The release make test-cluster makes and installs from the cluster's registry, as a user installs one.
 TEST_CLUSTER_VERSION = v0.0.0-cluster
 TEST_CLUSTER_DIST = bin/cluster-release
