@@ -5,6 +5,10 @@
 # goes to charts/flyte-mpi-webhook/files/policy/, which the chart's
 # templates/policy read with .Files.Get. The chart templates what Helm sets
 # (names, labels, matchConstraints, the bindings); the CEL is config/'s.
+# It also copies the alerts (config/prometheus/rules.yaml) and the Grafana
+# dashboard (config/grafana) as they are into files/prometheus and
+# files/grafana, where the PrometheusRule and the dashboard's ConfigMap read
+# them and write the release's names in.
 # `make chart-sync` runs it; with --check (make lint, make test-chart) it
 # writes nothing and fails, with the diff, when the chart's copy differs.
 set -euo pipefail
@@ -49,17 +53,23 @@ patchedMatchConditions() {
 
 check=false
 [[ ${1:-} == --check ]] && check=true
-out=$chart/files/policy
+files=$chart/files
 if $check; then
-	out=$(mktemp -d)
-	trap 'rm -rf "$out"' EXIT
+	files=$(mktemp -d)
+	trap 'rm -rf "$files"' EXIT
 fi
-mkdir -p "$out"
+mkdir -p "$files/policy" "$files/prometheus" "$files/grafana"
 for source in "${!policies[@]}"; do
-	specAfterMatchConstraints "$source" >"$out/${policies[$source]}"
+	specAfterMatchConstraints "$source" >"$files/policy/${policies[$source]}"
 done
-patchedMatchConditions config/default-with-policy/kustomization.yaml >"$out/left-to-the-webhook.yaml"
-if $check && ! diff -ru "$chart/files/policy" "$out"; then
-	echo "chart-sync: $chart/files/policy is not config/'s policies (-chart +config/): run make chart-sync" >&2
-	exit 1
+patchedMatchConditions config/default-with-policy/kustomization.yaml >"$files/policy/left-to-the-webhook.yaml"
+cp config/prometheus/rules.yaml "$files/prometheus/rules.yaml"
+cp config/grafana/flyte-mpi-webhook.json "$files/grafana/flyte-mpi-webhook.json"
+if $check; then
+	for dir in policy prometheus grafana; do
+		if ! diff -ru "$chart/files/$dir" "$files/$dir"; then
+			echo "chart-sync: $chart/files/$dir is not config/'s (-chart +config/): run make chart-sync" >&2
+			exit 1
+		fi
+	done
 fi

@@ -54,18 +54,18 @@ func Render(values map[string]any, apiVersions ...string) (*manifests.Manifests,
 
 // RenderChart is Render for the chart in dir, such as an older release's.
 func RenderChart(dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
-	return renderOn(&KubeVersion, dir, values, apiVersions...)
+	return renderOn(&KubeVersion, ReleaseName, dir, values, apiVersions...)
 }
 
-// renderOn is RenderChart on a cluster of Kubernetes kubeVersion.
-func renderOn(kubeVersion *chartutil.KubeVersion, dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
+// renderOn is RenderChart on a cluster of Kubernetes kubeVersion, for the release named release.
+func renderOn(kubeVersion *chartutil.KubeVersion, release, dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
 	chart, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)
 	}
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	install.ClientOnly, install.DryRun = true, true
-	install.ReleaseName, install.Namespace = ReleaseName, Namespace
+	install.ReleaseName, install.Namespace = release, Namespace
 	install.KubeVersion = kubeVersion
 	install.APIVersions = apiVersions
 	rel, err := install.Run(chart, values)

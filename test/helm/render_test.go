@@ -107,6 +107,9 @@ const (
 	container     = "{.spec.template.spec.containers[0]"
 )
 
+// denied is the start of a jsonpath to the alert on denials, 0.1.0's one alert.
+const denied = `PrometheusRule/flyte-mpi-webhook {.spec.groups[0].rules[?(@.alert=="FlyteMPIJobsDenied")]`
+
 // webhookObjects are the objects of mode webhook with generated certificates.
 var webhookObjects = []string{deployment, webhookConfig,
 	"PodDisruptionBudget/flyte-mpi-webhook-webhook-server", "Secret/flyte-mpi-webhook-webhook-server-cert",
@@ -277,8 +280,8 @@ func TestRender(t *testing.T) {
 		want: map[string]string{
 			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.ingress[*].ports[0].port}": "webhook-server metrics",
 			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.ingress[0].from}":          `[{"ipBlock":{"cidr":"10.0.0.0/24"}}]`,
-			"PrometheusRule/flyte-mpi-webhook {.spec.groups[0].rules[0].expr}":                `sum(increase(flyte_mpi_webhook_decisions_total{outcome="denied_invalid"}[15m])) > 0`,
-			"PrometheusRule/flyte-mpi-webhook {.spec.groups[0].rules[0].annotations.summary}": "flyte-mpi-webhook denied {{ $value }} MPIJob creations: an mpi.flyte.org/* annotation is invalid; " +
+			denied + ".expr}":                `sum(increase(flyte_mpi_webhook_decisions_total{outcome="denied_invalid"}[15m])) > 0` + "\n",
+			denied + ".annotations.summary}": "flyte-mpi-webhook denied {{ $value }} MPIJob creations: an mpi.flyte.org/* annotation is invalid; " +
 				"the reason is in the webhook's logs and in the Flyte execution's error",
 			"ServiceMonitor/flyte-mpi-webhook {.spec.endpoints[0].port}": "metrics",
 		},
@@ -349,8 +352,16 @@ func TestRenderRefuses(t *testing.T) {
 			want: []string{"networkPolicy.webhookFrom is required"}},
 		{name: "a ServiceMonitor without the prometheus-operator", values: withImage("serviceMonitor.enabled", true),
 			want: []string{"serviceMonitor.enabled needs the prometheus-operator"}},
-		{name: "a PrometheusRule with no webhook", values: values("mode", "policy", "prometheusRule.enabled", true),
-			apiVersions: []string{MutatingAdmissionPolicyAPI, PrometheusOperatorAPI}, want: []string{"prometheusRule.enabled: mode=policy runs no webhook"}},
+		{name: "a ServiceMonitor with no webhook", values: values("mode", "policy", "serviceMonitor.enabled", true),
+			apiVersions: []string{MutatingAdmissionPolicyAPI, PrometheusOperatorAPI}, want: []string{"serviceMonitor.enabled: mode=policy runs no webhook"}},
+		{name: "alerts on a scrape job nothing makes", values: withImage("prometheusRule.enabled", true),
+			apiVersions: []string{PrometheusOperatorAPI}, want: []string{"prometheusRule.enabled without serviceMonitor.enabled", "prometheusRule.scrapeJob"}},
+		{name: "a runbook URL that is none", values: withImage("prometheusRule.runbookURL", "docs/RUNBOOKS.md"),
+			want: []string{"prometheusRule/runbookURL"}},
+		{name: "a dashboard the sidecar cannot find", values: withImage("grafanaDashboard.enabled", true, "grafanaDashboard.labels.grafana_dashboard", nil),
+			want: []string{"grafanaDashboard.labels is empty", "grafana_dashboard"}},
+		{name: "a dashboard in a namespace that is no name", values: withImage("grafanaDashboard.enabled", true, "grafanaDashboard.namespace", "Monitoring"),
+			want: []string{"grafanaDashboard/namespace", "Monitoring"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -465,7 +476,7 @@ func TestRenderKubeVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = renderOn(kubeVersion, dir, withImage())
+			_, err = renderOn(kubeVersion, ReleaseName, dir, withImage())
 			switch {
 			case tc.renders && err != nil:
 				t.Errorf("does not render on %s: %v", tc.version, err)

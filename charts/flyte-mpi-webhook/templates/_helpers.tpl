@@ -177,9 +177,15 @@ says what to set.
 {{- fail (printf "%s.enabled needs the prometheus-operator's monitoring.coreos.com/v1 API, which this cluster does not serve (with helm template, pass --api-versions monitoring.coreos.com/v1)" $name) -}}
 {{- end -}}
 {{- end -}}
-{{- range $name := list "serviceMonitor" "prometheusRule" -}}
-{{- if and (index $.Values $name).enabled (not $webhook) -}}
-{{- fail (printf "%s.enabled: mode=policy runs no webhook, so there are no metrics to scrape or alert on" $name) -}}
+{{- if and .Values.serviceMonitor.enabled (not $webhook) -}}
+{{- fail "serviceMonitor.enabled: mode=policy runs no webhook, so there are no metrics to scrape (prometheusRule.enabled alerts on the policies' errors, from the API server's metrics)" -}}
 {{- end -}}
+{{- $rule := .Values.prometheusRule | default dict -}}
+{{- if and $rule.enabled $webhook (not .Values.serviceMonitor.enabled) (not $rule.scrapeJob) -}}
+{{- fail "prometheusRule.enabled without serviceMonitor.enabled: the alert FlyteMPIWebhookDown watches the scrape job of the chart's ServiceMonitor, which would not exist and so would fire for ever; set serviceMonitor.enabled=true, or prometheusRule.scrapeJob to the job of the Prometheus that scrapes the webhook" -}}
+{{- end -}}
+{{- $dashboard := .Values.grafanaDashboard | default dict -}}
+{{- if and $dashboard.enabled (not $dashboard.labels) -}}
+{{- fail "grafanaDashboard.labels is empty: Grafana's dashboard sidecar finds a dashboard's ConfigMap by a label (the Grafana chart's sidecar.dashboards.label, grafana_dashboard by default); set grafanaDashboard.labels.grafana_dashboard=\"1\", or the label your sidecar selects" -}}
 {{- end -}}
 {{- end -}}
