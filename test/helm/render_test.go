@@ -268,6 +268,27 @@ func TestRender(t *testing.T) {
 			webhookConfig + " {.webhooks[0].timeoutSeconds}":                            "10",
 		},
 	}, {
+		// EKS with a custom CNI: the node's network; a port of one's own, which everything follows.
+		name:        "the node's network and other ports",
+		values:      withImage("webhook.hostNetwork", true, "webhook.port", 10260, "webhook.probePort", 10261, "webhook.metricsPort", 10262, "serviceMonitor.enabled", true),
+		apiVersions: []string{PrometheusOperatorAPI},
+		want: map[string]string{
+			deployment + " {.spec.template.spec.hostNetwork}":                       "true",
+			deployment + " {.spec.template.spec.dnsPolicy}":                         "ClusterFirstWithHostNet",
+			deployment + " " + container + ".ports[*].containerPort}":               "10260 10261 10262",
+			deployment + " " + container + ".args[1:4]}":                            "--port=10260 --health-probe-bind-address=:10261 --metrics-bind-address=:10262",
+			"Service/flyte-mpi-webhook-webhook-service {.spec.ports[0].targetPort}": "webhook-server",
+			"Service/flyte-mpi-webhook-metrics {.spec.ports[0].port}":               "10262",
+		},
+	}, {
+		name:   "by default the Pod network, on 9443",
+		values: withImage(),
+		want: map[string]string{
+			deployment + " {.spec.template.spec.hostNetwork}":         "(missing)",
+			deployment + " {.spec.template.spec.dnsPolicy}":           "(missing)",
+			deployment + " " + container + ".ports[*].containerPort}": "9443 8081 8080",
+		},
+	}, {
 		name: "the extras: NetworkPolicy, ServiceMonitor, PrometheusRule",
 		values: withImage("networkPolicy.enabled", true,
 			"networkPolicy.webhookFrom", []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}},
@@ -280,7 +301,7 @@ func TestRender(t *testing.T) {
 		want: map[string]string{
 			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.ingress[*].ports[0].port}": "webhook-server metrics",
 			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.ingress[0].from}":          `[{"ipBlock":{"cidr":"10.0.0.0/24"}}]`,
-			denied + ".expr}":                `sum(increase(flyte_mpi_webhook_decisions_total{outcome="denied_invalid"}[15m])) > 0` + "\n",
+			denied + ".expr}": `sum(increase(flyte_mpi_webhook_decisions_total{outcome="denied_invalid"}[15m])) > 0` + "\n",
 			denied + ".annotations.summary}": "flyte-mpi-webhook denied {{ $value }} MPIJob creations: an mpi.flyte.org/* annotation is invalid; " +
 				"the reason is in the webhook's logs and in the Flyte execution's error",
 			"ServiceMonitor/flyte-mpi-webhook {.spec.endpoints[0].port}": "metrics",
@@ -326,6 +347,13 @@ func TestRenderRefuses(t *testing.T) {
 		{name: "a misspelt value", values: withImage("replica", 3), want: []string{"replica"}},
 		{name: "a misspelt nested value", values: withImage("webhook.failurepolicy", "Ignore"), want: []string{"failurepolicy"}},
 		{name: "a failurePolicy that is none", values: withImage("webhook.failurePolicy", "fail"), want: []string{"failurePolicy", "Fail", "Ignore"}},
+		{name: "the kubelet's port on the node's network", values: withImage("webhook.hostNetwork", true, "webhook.port", 10250),
+			want: []string{"webhook.port=10250 with webhook.hostNetwork", "kubelet"}},
+		{name: "the kubelet's port for the metrics on the node's network", values: withImage("webhook.hostNetwork", true, "webhook.metricsPort", 10250),
+			want: []string{"webhook.metricsPort=10250 with webhook.hostNetwork"}},
+		{name: "the webhook and the probes on one port", values: withImage("webhook.port", 8081),
+			want: []string{"webhook.port and webhook.probePort are both 8081"}},
+		{name: "a port a non-root process cannot bind", values: withImage("webhook.port", 443), want: []string{"webhook/port", "minimum"}},
 		{name: "a timeout past 30 s", values: withImage("webhook.timeoutSeconds", 31), want: []string{"timeoutSeconds"}},
 		{name: "a digest that is none", values: withImage("image.digest", "abc"), want: []string{"digest"}},
 		{name: "an onInvalid that is none", values: withImage("decisions.onInvalid", "allow"), want: []string{"onInvalid", "deny", "warn"}},

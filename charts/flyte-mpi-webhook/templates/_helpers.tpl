@@ -45,6 +45,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* Names of the objects, referenced from more than one template. */}}
+{{/*
+A port of the webhook's pods, webhook.port, probePort or metricsPort: the value, or its default for
+values that lack it (helm upgrade --reuse-values from a release before these values).
+*/}}
+{{- define "flyte-mpi-webhook.port" -}}
+{{- $defaults := dict "port" 9443 "probePort" 8081 "metricsPort" 8080 -}}
+{{- index ((index . 0).Values.webhook | default dict) (index . 1) | default (index $defaults (index . 1)) | int -}}
+{{- end -}}
+
 {{- define "flyte-mpi-webhook.serviceName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-webhook-service{{- end -}}
 {{- define "flyte-mpi-webhook.servingCertificateName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-serving-cert{{- end -}}
 
@@ -154,6 +163,17 @@ says what to set.
 {{- end -}}
 {{- end -}}
 {{- if $webhook -}}
+{{- $ports := dict -}}
+{{- range $name := list "port" "probePort" "metricsPort" -}}
+{{- $port := include "flyte-mpi-webhook.port" (list $ $name) -}}
+{{- with index $ports $port -}}
+{{- fail (printf "webhook.%s and webhook.%s are both %s: the webhook's pods serve the webhook, the probes and the metrics on three ports" . $name $port) -}}
+{{- end -}}
+{{- $_ := set $ports $port $name -}}
+{{- end -}}
+{{- if and (.Values.webhook | default dict).hostNetwork (hasKey $ports "10250") -}}
+{{- fail (printf "webhook.%s=10250 with webhook.hostNetwork: the kubelet holds port 10250 on every node; take another port (on GKE private clusters, 10250 is for pods on the Pod network, not on the node's)" (index $ports "10250")) -}}
+{{- end -}}
 {{- if and (eq .Values.certificates.source "certManager") (not (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
 {{- fail "certificates.source=certManager needs cert-manager (the cert-manager.io/v1 API), which this cluster does not serve: install cert-manager first, or use certificates.source=generate (with helm template, pass --api-versions cert-manager.io/v1)" -}}
 {{- end -}}
