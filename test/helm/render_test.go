@@ -275,6 +275,7 @@ func TestRender(t *testing.T) {
 		want: map[string]string{
 			deployment + " {.spec.template.spec.hostNetwork}":                       "true",
 			deployment + " {.spec.template.spec.dnsPolicy}":                         "ClusterFirstWithHostNet",
+			deployment + " {.spec.strategy.rollingUpdate}":                          `{"maxSurge":0,"maxUnavailable":1}`,
 			deployment + " " + container + ".ports[*].containerPort}":               "10260 10261 10262",
 			deployment + " " + container + ".args[1:4]}":                            "--port=10260 --health-probe-bind-address=:10261 --metrics-bind-address=:10262",
 			"Service/flyte-mpi-webhook-webhook-service {.spec.ports[0].targetPort}": "webhook-server",
@@ -286,6 +287,7 @@ func TestRender(t *testing.T) {
 		want: map[string]string{
 			deployment + " {.spec.template.spec.hostNetwork}":         "(missing)",
 			deployment + " {.spec.template.spec.dnsPolicy}":           "(missing)",
+			deployment + " {.spec.strategy}":                          "(missing)",
 			deployment + " " + container + ".ports[*].containerPort}": "9443 8081 8080",
 		},
 	}, {
