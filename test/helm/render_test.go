@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 
@@ -308,6 +310,18 @@ func TestRender(t *testing.T) {
 				"the reason is in the webhook's logs and in the Flyte execution's error",
 			"ServiceMonitor/flyte-mpi-webhook {.spec.endpoints[0].port}": "metrics",
 		},
+	}, {
+		// The webhook calls nothing: no API server (its manager has an empty
+		// rest.Config and the pods no token), no DNS, certificates from files.
+		name: "an enabled NetworkPolicy denies all egress",
+		values: withImage("networkPolicy.enabled", true,
+			"networkPolicy.webhookFrom", []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}),
+		want: map[string]string{
+			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.policyTypes}":              `["Ingress","Egress"]`,
+			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.egress}":                   "(missing)",
+			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.podSelector}":              `{"matchLabels":{"app.kubernetes.io/instance":"flyte-mpi-webhook","app.kubernetes.io/name":"flyte-mpi-webhook"}}`,
+			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.ingress[*].ports[0].port}": "webhook-server",
+		},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,6 +392,12 @@ func TestRenderRefuses(t *testing.T) {
 			want: []string{"clientAuth/commonName"}},
 		{name: "a common name past X.509's 64 characters", values: withImage("clientAuth.commonName", strings.Repeat("k", 65)),
 			want: []string{"clientAuth/commonName", "64"}},
+		{name: "a PodDisruptionBudget that keeps both replicas", values: withImage("podDisruptionBudget.minAvailable", 2),
+			want: []string{"podDisruptionBudget.minAvailable=2 keeps all 2 replicas running", "every node drain would wait"}},
+		{name: "a PodDisruptionBudget that keeps 100% of the replicas", values: withImage("replicas", 3, "podDisruptionBudget.minAvailable", "100%"),
+			want: []string{"podDisruptionBudget.minAvailable=100% keeps all 3 replicas running"}},
+		{name: "a PodDisruptionBudget whose percentage rounds up to every replica", values: withImage("podDisruptionBudget.minAvailable", "51%"),
+			want: []string{"podDisruptionBudget.minAvailable=51% keeps all 2 replicas running"}},
 		{name: "a NetworkPolicy that names no API server", values: withImage("networkPolicy.enabled", true),
 			want: []string{"networkPolicy.webhookFrom is required"}},
 		{name: "a ServiceMonitor without the prometheus-operator", values: withImage("serviceMonitor.enabled", true),
@@ -512,6 +532,60 @@ func TestRenderKubeVersion(t *testing.T) {
 				t.Errorf("does not render on %s: %v", tc.version, err)
 			case !tc.renders && (err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.32.0-0 which is incompatible with Kubernetes v1.31")):
 				t.Errorf("on %s: %v; want Helm's kubeVersion refusal", tc.version, err)
+			}
+		})
+	}
+}
+
+// TestRenderNeverBlocksADrain holds the PodDisruptionBudget to letting a node
+// drain evict a webhook pod: with one replica there is none (minAvailable 1
+// would refuse every eviction of it, and the drain would wait for ever), with
+// more it keeps fewer pods than there are replicas. A PodDisruptionBudget
+// allows replicas - minAvailable disruptions (a percentage rounded up).
+func TestRenderNeverBlocksADrain(t *testing.T) {
+	const pdb = "PodDisruptionBudget/flyte-mpi-webhook-webhook-server"
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		// minAvailable is the PodDisruptionBudget's, "(missing)" for none.
+		minAvailable string
+		// allowed is how many of the replicas a drain may evict at once.
+		allowed int
+	}{
+		{name: "the default, 2 replicas: one may go", values: withImage(), minAvailable: "1", allowed: 1},
+		{name: "1 replica: no PodDisruptionBudget", values: withImage("replicas", 1), minAvailable: "(missing)", allowed: 1},
+		{name: "1 replica, minAvailable 1 asked for: none still", values: withImage("replicas", 1, "podDisruptionBudget.minAvailable", 1),
+			minAvailable: "(missing)", allowed: 1},
+		{name: "3 replicas, 50%: one may go", values: withImage("replicas", 3, "podDisruptionBudget.minAvailable", "50%"), minAvailable: "50%", allowed: 1},
+		{name: "2 replicas, none kept", values: withImage("podDisruptionBudget.minAvailable", 0), minAvailable: "0", allowed: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Render(tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fields(t, m, map[string]string{
+				pdb + " {.spec.minAvailable}":    "",
+				deployment + " {.spec.replicas}": "",
+			})
+			if diff := cmp.Diff(tc.minAvailable, got[pdb+" {.spec.minAvailable}"]); diff != "" {
+				t.Errorf("the PodDisruptionBudget's minAvailable (-want +got):\n%s", diff)
+			}
+			replicas, err := strconv.Atoi(got[deployment+" {.spec.replicas}"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			allowed := replicas
+			if minAvailable := tc.minAvailable; minAvailable != "(missing)" {
+				value := intstr.Parse(minAvailable)
+				kept, err := intstr.GetScaledValueFromIntOrPercent(&value, replicas, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				allowed = replicas - kept
+			}
+			if allowed != tc.allowed || allowed < 1 {
+				t.Errorf("a drain may evict %d of %d replicas at once, want %d (and never none)", allowed, replicas, tc.allowed)
 			}
 		})
 	}

@@ -189,6 +189,16 @@ says what to set.
 {{- if and (include "flyte-mpi-webhook.clientAuth" . | fromJson).enabled (not $webhook) -}}
 {{- fail "clientAuth.enabled: mode=policy runs no webhook, so there is no server to require the API server's client certificate; use mode=webhook or both" -}}
 {{- end -}}
+{{- $pdb := .Values.podDisruptionBudget -}}
+{{- if and $webhook $pdb.enabled (gt (int .Values.replicas) 1) -}}
+{{- $min := int $pdb.minAvailable -}}
+{{- if kindIs "string" $pdb.minAvailable -}}
+{{- $min = div (add (mul (trimSuffix "%" $pdb.minAvailable | atoi) .Values.replicas) 99) 100 -}}
+{{- end -}}
+{{- if ge (int $min) (int .Values.replicas) -}}
+{{- fail (printf "podDisruptionBudget.minAvailable=%v keeps all %d replicas running: no pod could ever be evicted, and every node drain would wait for ever. Set it below replicas (1 with 2 replicas), or podDisruptionBudget.enabled=false" $pdb.minAvailable (int .Values.replicas)) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.networkPolicy.enabled $webhook (not .Values.networkPolicy.webhookFrom) -}}
 {{- fail "networkPolicy.webhookFrom is required with networkPolicy.enabled: the peers the API server's calls come from (the control plane's ipBlocks, or the konnectivity agent's pods), else the policy would refuse them all and every Flyte MPIJob with them" -}}
 {{- end -}}
