@@ -62,7 +62,7 @@ fmt: golangci-lint ## Format the code: gofmt, and goimports with this module's i
 	$(GOLANGCI_LINT) fmt
 
 .PHONY: lint
-lint: golangci-lint actionlint tidy-check chart-sync-check actions-pin-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), actionlint on .github/workflows, make tidy-check, make chart-sync-check and make actions-pin-check.
+lint: golangci-lint actionlint tidy-check chart-sync-check actions-pin-check dependabot-check ## Run golangci-lint (.golangci.yml: go vet, staticcheck, revive, ... and the formatters), actionlint on .github/workflows, make tidy-check, make chart-sync-check, make actions-pin-check and make dependabot-check.
 	$(GOLANGCI_LINT) run
 	$(ACTIONLINT)
 
@@ -78,6 +78,10 @@ actions-pin-check: actionlint ## Fail, naming the line, when a uses: in .github/
 	@for workflow in $$(find .github/workflows -name '*.yml' -o -name '*.yaml'); do \
 		sed -E 's/@[0-9a-f]{40} # (v[0-9]+)\.[0-9]+\.[0-9]+$$/@\1/' "$$workflow" | $(ACTIONLINT) -stdin-filename "$$workflow" - || exit 1; \
 	done
+
+.PHONY: dependabot-check
+dependabot-check: ## Fail, naming the module, when a Go module is neither in .github/dependabot.yml's weekly updates nor held at an upstream release in hack/dependabot-check.sh.
+	hack/dependabot-check.sh
 
 .PHONY: tidy-check
 tidy-check: ## Fail, naming the module and with the diff, when go mod tidy would change any module's go.mod or go.sum (hack/tidy-check.sh).
