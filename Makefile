@@ -427,7 +427,12 @@ release: kustomize ## Write release VERSION (vX.Y.Z) into DIST_DIR (dist/): the 
 	for install in $(INSTALLS); do \
 		$(MAKE) --no-print-directory build-installer INSTALL=$$install IMG=$(IMAGE_REPOSITORY):$(VERSION) || exit 1; \
 	done
-	$(HELM) package $(CHART_DIR) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST_DIR)
+	@# The chart, packaged from a copy whose Chart.yaml carries this release's Artifact Hub
+	@# annotations: the image by its digest, CHANGELOG.md's section (hack/helm/annotate.sh).
+	chart=$$(mktemp -d) && trap 'rm -rf "$$chart"' EXIT && cp -R $(CHART_DIR) "$$chart/" && \
+	hack/helm/annotate.sh "$$chart/$(notdir $(CHART_DIR))/Chart.yaml" $(VERSION) "$$(cat $(RELEASE_IMAGE_TAR:.tar=.ref))" \
+		CHANGELOG.md $(RELEASE_PLATFORMS) && \
+	$(HELM) package "$$chart/$(notdir $(CHART_DIR))" --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST_DIR)
 	@# helm package writes the time it runs as each file's: the commit's in its place.
 	hack/helm/reproducible.sh $(RELEASE_CHART) $(SOURCE_DATE_EPOCH)
 	cd $(DIST_DIR) && sha256sum $(notdir $(RELEASE_FILES)) > SHA256SUMS
