@@ -151,8 +151,8 @@ soak: build ## Run each attack of docs/RELIABILITY.md for SOAK_DURATION (20s), f
 	$(GO) run ./test/soak -webhook bin/webhook -duration $(SOAK_DURATION) -scenarios '$(SOAK_SCENARIOS)' $(SOAK_ARGS)
 
 .PHONY: golden
-golden: ## Rewrite the golden files (docs/hostile-inputs.md, the splitter's refused lines) from what the code answers now.
-	UPDATE_GOLDEN=1 $(GO) test -count=1 -run TestHostileInputs ./internal/admission
+golden: ## Rewrite the golden files (docs/hostile-inputs.md, every answer served over TLS, the splitter's refused lines) from what the code answers now.
+	UPDATE_GOLDEN=1 $(GO) test -count=1 -run 'TestHostileInputs|TestServedAnswers' ./internal/admission
 	UPDATE_GOLDEN=1 $(GO) test -count=1 -run TestSplitCommandRefused ./internal/mutate
 
 .PHONY: envtest-assets

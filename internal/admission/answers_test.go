@@ -24,17 +24,9 @@ import (
 func TestAnswersAsWebhook(t *testing.T) {
 	inputs := hostileInputs(t)
 	var onePass []string // the inputs that must not go to the codec
-	for _, version := range mutate.MPIJobVersions {
-		names, err := fixtures.FlyteJobNames(version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range names {
-			input := "testdata/flyte/" + version + "/" + name
-			inputs = append(inputs, hostileInput{input: input, body: reviewOf(t, version, "CREATE", flyteObject(t, version, name))},
-				hostileInput{input: input + ", dry run", body: reviewOf(t, version, "CREATE", flyteObject(t, version, name), fixtures.DryRun())})
-			onePass = append(onePass, input, input+", dry run")
-		}
+	for _, in := range flyteBuiltInputs(t) {
+		inputs = append(inputs, in)
+		onePass = append(onePass, in.input)
 	}
 	valid := reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, flytekitCustom)))
 	onePass = append(onePass, "a Flyte Horovod MPIJob (the reference)")
@@ -80,4 +72,23 @@ func compareAnswers(t *testing.T, h *Handler, newRequest func() *http.Request) *
 		t.Errorf("body (-Webhook +Handler):\n%s", diff)
 	}
 	return got
+}
+
+// flyteBuiltInputs are the reviews of every job Flyte's backend built
+// (testdata/flyte, both versions), each also as a dry run.
+func flyteBuiltInputs(t testing.TB) []hostileInput {
+	t.Helper()
+	var inputs []hostileInput
+	for _, version := range mutate.MPIJobVersions {
+		names, err := fixtures.FlyteJobNames(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			input := "testdata/flyte/" + version + "/" + name
+			inputs = append(inputs, hostileInput{input: input, body: reviewOf(t, version, "CREATE", flyteObject(t, version, name))},
+				hostileInput{input: input + ", dry run", body: reviewOf(t, version, "CREATE", flyteObject(t, version, name), fixtures.DryRun())})
+		}
+	}
+	return inputs
 }
