@@ -57,23 +57,32 @@ const DefaultFlyteTaskSelector = "execution-id,task-name"
 // DefaultContainerName is the MPI container's name in the MPIJobs Flyte creates.
 const DefaultContainerName = "mpi"
 
-// Options are the decision's settings, one per server flag.
+// Options are the decision's settings. cmd/webhook binds a flag to each
+// (bindDecisionFlags), its help repeating what is said here, for the server
+// and for preview; DefaultOptions gives the defaults.
 type Options struct {
-	// FlyteTaskSelector selects the MPIJobs that are Flyte tasks, by their labels.
+	// FlyteTaskSelector selects the MPIJobs that are Flyte tasks, by their
+	// labels (--flyte-task-selector). Defaults to DefaultFlyteTaskSelector,
+	// execution-id,task-name.
 	FlyteTaskSelector labels.Selector
 	// ContainerName is the name the MPI container is expected to have. It
 	// only raises a warning, for a container of this name further down: the
-	// patch goes to the first container, the one both MPI operators run MPI in.
+	// patch goes to the first container, the one both MPI operators run MPI
+	// in (--container-name). Defaults to DefaultContainerName, mpi.
 	ContainerName string
-	// InjectAs says how the command is written into the container.
+	// InjectAs says how the command is written into the container
+	// (--inject-as). Defaults to InjectCommand.
 	InjectAs InjectMode
 	// InferWorkerCommand takes a worker command the task declared, which Flyte
-	// writes into the worker's args, when no annotation gives one.
+	// writes into the worker's args, when no annotation gives one
+	// (--infer-worker-command). Defaults to true.
 	InferWorkerCommand bool
 	// FallbackCommand is used for a worker without a command when neither an
-	// annotation nor the task gives one; empty means do nothing.
+	// annotation nor the task gives one; empty means do nothing
+	// (--fallback-worker-command). Defaults to empty.
 	FallbackCommand []string
-	// OnInvalid says what happens when an annotation is invalid.
+	// OnInvalid says what happens when an annotation is invalid
+	// (--on-invalid). Defaults to InvalidDeny.
 	OnInvalid InvalidAction
 }
 

@@ -8,35 +8,46 @@ import (
 )
 
 // Limits are every bound on what a client can make the webhook hold, one
-// value, logged at start. docs/RELIABILITY.md says why each is what it is,
-// and TestReliabilityTable holds its table to DefaultLimits.
+// value, logged at start. Each field's default is DefaultLimits';
+// docs/RELIABILITY.md says why each is what it is, and TestReliabilityTable
+// holds its table to DefaultLimits.
 type Limits struct {
 	// conns.Limits bounds the webhook port's connections and TLS handshakes.
 	conns.Limits
 
-	// MaxHeaderBytes bounds a request's headers, and ReadHeaderTimeout the time they may take.
-	MaxHeaderBytes    int
+	// MaxHeaderBytes bounds a request's headers on the webhook port. Defaults to 32 KiB.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds the time a request's headers may take, on every port. Defaults to 5s.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds a whole request from its first byte, and WriteTimeout the time from its headers to its answer's end.
-	ReadTimeout, WriteTimeout time.Duration
-	// IdleTimeout closes a keep-alive connection that carries no request.
+	// ReadTimeout bounds a whole request from its first byte. Defaults to 10s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the time from a request's headers to its answer's end. Defaults to 15s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that carries no request. Defaults to 1m30s.
 	IdleTimeout time.Duration
 
-	// MaxBodyBytes bounds a body's Content-Length. It and the bounds below are internal/admission's, which reads and
-	// decides each review within them.
+	// MaxBodyBytes bounds a body's Content-Length. Defaults to 3 MiB. It and the bounds below are
+	// internal/admission's, which reads and decides each review within them.
 	MaxBodyBytes int64
-	// MaxBufferedBytes caps the Content-Length of the bodies arriving or being answered, SmallRequestReserve of it
-	// kept for bodies of at most SmallRequestBytes.
-	MaxBufferedBytes, SmallRequestReserve, SmallRequestBytes int64
+	// MaxBufferedBytes caps the Content-Length of the bodies arriving or being answered. Defaults to 6 MiB.
+	MaxBufferedBytes int64
+	// SmallRequestReserve is the part of MaxBufferedBytes kept for bodies of at most SmallRequestBytes.
+	// Defaults to 2 MiB.
+	SmallRequestReserve int64
+	// SmallRequestBytes is the largest body SmallRequestReserve is kept for. Defaults to 256 KiB.
+	SmallRequestBytes int64
 
-	// MaxDeciding caps the requests being decided at once, and DecideWait how long one waits for its turn.
+	// MaxDeciding caps the requests being decided at once. Defaults to 4.
 	MaxDeciding int
-	DecideWait  time.Duration
-	// RetryAfter is the Retry-After of a 503.
+	// DecideWait is how long a request waits for its turn to be decided. Defaults to 5s.
+	DecideWait time.Duration
+	// RetryAfter is the Retry-After of a 503. Defaults to 1s.
 	RetryAfter time.Duration
 
-	// MaxProbeConns and MaxProbeHeaderBytes bound the probe and metrics ports, each.
-	MaxProbeConns, MaxProbeHeaderBytes int
+	// MaxProbeConns bounds the open connections of the probe port, and of the metrics port. Defaults to 192.
+	MaxProbeConns int
+	// MaxProbeHeaderBytes bounds a request's headers on the probe and metrics ports. Defaults to 8 KiB.
+	MaxProbeHeaderBytes int
 }
 
 // DefaultLimits returns the bounds the webhook runs with: with the process's

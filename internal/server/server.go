@@ -37,16 +37,49 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// Config is the server's settings, one per flag of cmd/webhook, whose help says what each does.
+// Config is the server's settings. cmd/webhook binds a flag to each but
+// Host (bindServerFlags, kubebuilder's names), its help repeating what is
+// said here; DefaultConfig gives the defaults.
 type Config struct {
-	CertDir, ClientCAName, ClientCNName        string
-	Host                                       string // empty: every interface
-	Port                                       int
-	MetricsBindAddress, HealthProbeBindAddress string
-	EnableHTTP2                                bool
-	ShutdownDrain                              time.Duration
+	// CertDir is the directory that holds the serving certificate, tls.crt
+	// and tls.key, reloaded when they change (--cert-dir). Defaults to
+	// controller-runtime's, k8s-webhook-server/serving-certs in the
+	// temporary directory.
+	CertDir string
+	// ClientCAName is the name of a file in CertDir holding the PEM
+	// certificates of the CA that signed the API server's client
+	// certificate (--client-ca-name). When set, a client without a
+	// certificate it signed is refused at the TLS handshake; the file is
+	// read once, by New. Defaults to none: every client is served.
+	ClientCAName string
+	// ClientCNName is the common name the client certificate must carry,
+	// with ClientCAName; empty accepts any certificate the CA signed
+	// (--client-cn-name). Defaults to DefaultClientCNName, kube-apiserver.
+	ClientCNName string
+	// Host is the address the webhook port listens on, no flag's: the
+	// tests set it. Defaults to empty: every interface.
+	Host string
+	// Port is the port the webhook serves HTTPS on (--port). Defaults to
+	// controller-runtime's webhook.DefaultPort, 9443.
+	Port int
+	// MetricsBindAddress is the address the Prometheus metrics are served
+	// on; "0" disables them (--metrics-bind-address). Defaults to ":8080".
+	MetricsBindAddress string
+	// HealthProbeBindAddress is the address /healthz and /readyz are
+	// served on; "0" disables them (--health-probe-bind-address).
+	// Defaults to ":8081".
+	HealthProbeBindAddress string
+	// EnableHTTP2 serves HTTP/2 too (--enable-http2). Defaults to false,
+	// because of the HTTP/2 Rapid Reset attack (CVE-2023-44487).
+	EnableHTTP2 bool
+	// ShutdownDrain is how long the webhook serves on, unready, after
+	// SIGTERM, while endpoints stop sending to it; the requests in flight
+	// then get ShutdownTimeout to finish (--shutdown-drain). Defaults to
+	// DefaultShutdownDrain, 15s.
+	ShutdownDrain time.Duration
 }
 
+// DefaultConfig returns the settings the webhook runs with when no flag is given.
 func DefaultConfig() Config {
 	return Config{
 		CertDir:                filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), // controller-runtime's

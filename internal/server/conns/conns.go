@@ -36,22 +36,27 @@ const (
 
 func (s connState) served() bool { return s >= connNew }
 
-// Limits are the connection layer's bounds: internal/server's DefaultLimits
-// gives them, and docs/RELIABILITY.md says why each is what it is.
+// Limits are the connection layer's bounds. The defaults named below are
+// internal/server's DefaultLimits; docs/RELIABILITY.md says why each is
+// what it is.
 type Limits struct {
-	// MaxConns bounds the port's open connections, shared among client addresses (givesWay).
+	// MaxConns bounds the port's open connections, shared among client addresses (givesWay). Defaults to 512.
 	MaxConns int
-	// MaxHandshakes bounds the TLS handshakes in progress, shared among client addresses (Gate).
+	// MaxHandshakes bounds the TLS handshakes in progress, shared among client addresses (Gate). Defaults to 16.
 	MaxHandshakes int
 	// SlowHandshake is how long a handshake may hold its place: the API server's takes a round trip or two.
+	// Defaults to 1s.
 	SlowHandshake time.Duration
 	// HandshakeTimeout bounds the time from a connection's accept to the end of its handshake, waiting included.
+	// Defaults to 5s.
 	HandshakeTimeout time.Duration
 	// MaxClientHelloBytes bounds a ClientHello, where crypto/tls would buffer up to 64 KiB for each connection.
+	// Defaults to 16 KiB.
 	MaxClientHelloBytes int
 	// QuietFloor is how long a served connection must have sent no request (served and none yet, or
 	// idle between two) before it gives way to a newcomer of its own address: far above the time a
 	// client takes to send its request once served, and the gap between two reviews on a busy API
 	// server's connection, so that the one closed is a parked one (make soak's idle-keepalive).
+	// Defaults to 250ms.
 	QuietFloor time.Duration
 }
