@@ -103,7 +103,7 @@ func readMPIJob(data []byte) ([]byte, schema.GroupVersionKind, error) {
 // previewCreate answers the object's creation as the server would: the
 // request the API server would send, through the server's own webhook.
 func previewCreate(handler *admission.Handler, object []byte, gvk schema.GroupVersionKind) admissionv1.AdmissionResponse {
-	return handler.Review(&admissionv1.AdmissionRequest{
+	return handler.HandleRequest(&admissionv1.AdmissionRequest{
 		UID:       "preview",
 		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 		Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: mutate.MPIJobResource},
@@ -118,14 +118,16 @@ func printDecision(w io.Writer, d mutate.Decision, warnings []string) {
 	fmt.Fprintf(w, "outcome:   %s\nsource:    %s\n", d.Outcome, d.Source)
 	if d.Container >= 0 {
 		fmt.Fprintf(w, "container: %s (worker container %d)\ncommand:   %s\nargs:      %s\n",
-			d.ContainerName, d.Container, words(d.Command), words(d.Args))
+			d.ContainerName, d.Container, quotedWords(d.Command), quotedWords(d.Args))
 	}
 	for _, warning := range warnings {
 		fmt.Fprintln(w, "warning:  ", warning)
 	}
 }
 
-func words(w []string) string {
+// quotedWords prints w on one line, each word Go-quoted when it is empty
+// or holds a blank, a quote or a backslash.
+func quotedWords(w []string) string {
 	if len(w) == 0 {
 		return "(none)"
 	}

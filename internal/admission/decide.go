@@ -16,10 +16,10 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
 )
 
-// review answers req (respond), and answers a panic with a 500, as
-// controller-runtime's Webhook answers one, once the runtime's panic
+// handle answers req (respond), and answers a panic with a 500, as
+// controller-runtime's Webhook.Handle answers one, once the runtime's panic
 // handlers have logged it.
-func (h *Handler) review(req *admissionv1.AdmissionRequest, job *mutate.Job, jobErr error) (resp admissionv1.AdmissionResponse) {
+func (h *Handler) handle(req *admissionv1.AdmissionRequest, job *mutate.Job, jobErr error) (resp admissionv1.AdmissionResponse) {
 	defer func() {
 		if r := recover(); r != nil {
 			for _, handle := range utilruntime.PanicHandlers {

@@ -13,11 +13,11 @@
 //     pass (decodeReview); a body it cannot read, which no API server
 //     sends, is read by the API machinery's codec instead, only so as to
 //     answer it in the codec's words (decodeOther);
-//  3. decide.go: review gives the request to mutate.Decide (decide), counts
+//  3. decide.go: handle gives the request to mutate.Decide (decide), counts
 //     the decision, and recovers a panic;
 //  4. answer.go: answer turns the decision into the response, a JSON patch
 //     or a denial, and logs it;
-//  5. write.go: writeReview writes it.
+//  5. write.go: writeReview writes the review's response.
 //
 // Past the limiter, every answer is byte for byte what controller-runtime's
 // admission.Webhook answers around the same decision (TestAnswersAsWebhook
@@ -71,16 +71,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv, refused := h.readReview(r, body)
 	if refused != nil {
 		h.log.Error(refused.err, refused.why)
-		rv = &review{answer: errored(refused.code, refused.err)} // written untyped: the body was no review
+		rv = &review{response: errored(refused.code, refused.err)} // written untyped: the body was no review
 	} else {
-		rv.answer = h.review(rv.request, rv.job, rv.jobErr)
+		rv.response = h.handle(rv.request, rv.job, rv.jobErr)
 	}
 	writeReview(w, rv, h.log)
 }
 
-// Review answers req, an admission request already decoded, as ServeHTTP
-// answers the review that carries it.
-func (h *Handler) Review(req *admissionv1.AdmissionRequest) admissionv1.AdmissionResponse {
+// HandleRequest answers req, an admission request already decoded, as
+// ServeHTTP answers the review that carries it.
+func (h *Handler) HandleRequest(req *admissionv1.AdmissionRequest) admissionv1.AdmissionResponse {
 	job, err := decodeObject(req, h.jobs)
-	return h.review(req, job, err)
+	return h.handle(req, job, err)
 }

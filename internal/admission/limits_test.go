@@ -32,7 +32,7 @@ func limited(l *limiter, h readingHandler) http.Handler {
 			return
 		}
 		defer done()
-		h.answer(w, body)
+		h.serve(w, body)
 	})
 }
 
@@ -43,7 +43,7 @@ type readingHandler struct {
 	gate    chan struct{}
 }
 
-func (h readingHandler) answer(w http.ResponseWriter, body []byte) {
+func (h readingHandler) serve(w http.ResponseWriter, body []byte) {
 	if h.gate != nil {
 		h.entered <- struct{}{}
 		<-h.gate

@@ -36,8 +36,8 @@ type review struct {
 	// request answered, whose Object is job's once decoded.
 	wire    reviewWire
 	decoded requestWire
-	// answer is the response written, in a review of typeMeta.
-	answer admissionv1.AdmissionResponse
+	// response is what is written, in a review of typeMeta.
+	response admissionv1.AdmissionResponse
 }
 
 // refusal is why a body cannot be decided on: the answer's code and

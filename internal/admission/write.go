@@ -9,12 +9,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 )
 
-// writeReview writes rv's answer to w in a review of rv's typeMeta: empty,
-// for an answer to a body that is no review. A failed write, a broken
+// writeReview writes rv's response to w in a review of rv's typeMeta: empty,
+// for the response to a body that is no review. A failed write, a broken
 // connection, is logged, and tried once more with a 500, as
 // controller-runtime's admission.Webhook does.
 func writeReview(w io.Writer, rv *review, log logr.Logger) {
-	resp := &rv.answer
+	resp := &rv.response
 	if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{TypeMeta: rv.typeMeta, Response: resp}); err != nil {
 		log.Error(err, "unable to encode and write the response")
 		serverError := errored(http.StatusInternalServerError, err)
