@@ -82,15 +82,25 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
-// readInput reads a subcommand's -f: a file, or standard input for -.
+// readInput reads a subcommand's -f: a file, or standard input for -, each
+// up to the webhook's MaxBodyBytes, the most a review may carry.
 func readInput(file string, stdin io.Reader) ([]byte, error) {
 	switch file {
 	case "":
 		return nil, errors.New("-f is required (- reads standard input)")
 	case "-":
-		return io.ReadAll(io.LimitReader(stdin, server.DefaultLimits().MaxBodyBytes))
+		return readBounded(stdin)
 	}
-	return os.ReadFile(file)
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f)
+}
+
+func readBounded(r io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, server.DefaultLimits().MaxBodyBytes))
 }
 
 // subcommandFlags is a subcommand's flag set: its errors, and usage followed

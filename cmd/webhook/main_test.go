@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -302,5 +303,28 @@ func TestFallbackWorkerCommandFlagIsSplitAsAShellWould(t *testing.T) {
 	err = runPreview([]string{"-f", path, "--fallback-worker-command", "/usr/sbin/sshd -De; sleep 1"}, nil, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "-fallback-worker-command") || !strings.Contains(err.Error(), `shell operator ";"`) {
 		t.Errorf("error %v, want one that names the flag and the shell operator", err)
+	}
+}
+
+// TestReadInputBoundsFileAsStdin reads an input beyond MaxBodyBytes as a
+// file and from standard input: each is read as far as the bound, no
+// further, so that -f FILE holds no more memory than -f - does.
+func TestReadInputBoundsFileAsStdin(t *testing.T) {
+	bound := server.DefaultLimits().MaxBodyBytes
+	input := bytes.Repeat([]byte("x"), int(bound)+1)
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, input, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := readInput(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromStdin, err := readInput("-", bytes.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(fromFile)) != bound || !bytes.Equal(fromFile, fromStdin) {
+		t.Errorf("read %d bytes of the file, %d of standard input; want %d of each", len(fromFile), len(fromStdin), bound)
 	}
 }
