@@ -11,7 +11,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,12 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
@@ -103,8 +98,8 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 	}
 	servingCertificates.Store(certs)
 	limits := DefaultLimits()
-	webhookServer := &webhookServer{config: cfg, limits: limits, mux: http.NewServeMux(), tls: tlsConfig, certs: certs,
-		drainDone: time.After}
+	webhookServer := &webhookServer{config: cfg, limits: limits, tls: tlsConfig, certs: certs, drainDone: time.After,
+		hooks: webhook.NewServer(webhook.Options{WebhookMux: http.NewServeMux()})}
 	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
 	// the probes and metrics itself, with the bounds the manager's servers lack.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
@@ -126,9 +121,13 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 
 // webhookServer is the manager's webhook.Server.
 type webhookServer struct {
-	config    Config
-	limits    Limits
-	mux       *http.ServeMux
+	config Config
+	limits Limits
+	// hooks is controller-runtime's own webhook server, never started: its
+	// Register serves a hook on its WebhookMux, counted in the library's
+	// controller_runtime_webhook_* metrics, as the manager's default
+	// server counts it. This server serves that mux.
+	hooks     webhook.Server
 	tls       *tls.Config
 	certs     *certwatcher.CertWatcher
 	drainDone func(time.Duration) <-chan time.Time // time.After, or the tests' own
@@ -138,12 +137,10 @@ type webhookServer struct {
 
 var _ webhook.Server = &webhookServer{}
 
-// Register serves hook at path, counted as controller-runtime's server counts a hook.
-func (s *webhookServer) Register(path string, hook http.Handler) {
-	s.mux.Handle(path, instrument(path, hook))
-}
+// Register serves hook at path, counted by controller-runtime's server (hooks).
+func (s *webhookServer) Register(path string, hook http.Handler) { s.hooks.Register(path, hook) }
 
-func (s *webhookServer) WebhookMux() *http.ServeMux { return s.mux }
+func (s *webhookServer) WebhookMux() *http.ServeMux { return s.hooks.WebhookMux() }
 
 func (s *webhookServer) NeedLeaderElection() bool { return false }
 
@@ -164,7 +161,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 		return fmt.Errorf("listening on %s: %w", address, err)
 	}
 	srv := &http.Server{
-		Handler:           s.closeWhileDraining(s.mux),
+		Handler:           s.closeWhileDraining(s.WebhookMux()),
 		MaxHeaderBytes:    s.limits.MaxHeaderBytes,
 		ReadHeaderTimeout: s.limits.ReadHeaderTimeout,
 		ReadTimeout:       s.limits.ReadTimeout,
@@ -187,35 +184,4 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	return s.drain(ctx, log, srv, listener, served)
-}
-
-// The metrics of controller-runtime's own webhook server, which its webhook package registers.
-var (
-	requestLatency = registered(prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "controller_runtime_webhook_latency_seconds",
-		Help: "Histogram of the latency of processing admission requests"}, []string{"webhook"}))
-	requestsTotal = registered(prometheus.NewCounterVec(prometheus.CounterOpts{Name: "controller_runtime_webhook_requests_total",
-		Help: "Total number of admission requests by HTTP status code."}, []string{"webhook", "code"}))
-	requestsInFlight = registered(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "controller_runtime_webhook_requests_in_flight",
-		Help: "Current number of admission requests being served."}, []string{"webhook"}))
-)
-
-// registered is metrics.Registry's twin of c, or c, registered.
-func registered[C prometheus.Collector](c C) C {
-	err := metrics.Registry.Register(c)
-	if already, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		return already.ExistingCollector.(C)
-	} else if err != nil {
-		panic(err)
-	}
-	return c
-}
-
-// instrument counts hook's requests as controller-runtime's server does, codes 200 and 500 from 0.
-func instrument(path string, hook http.Handler) http.Handler {
-	labels := prometheus.Labels{"webhook": path}
-	total := requestsTotal.MustCurryWith(labels)
-	total.WithLabelValues("200")
-	total.WithLabelValues("500")
-	return promhttp.InstrumentHandlerDuration(requestLatency.MustCurryWith(labels),
-		promhttp.InstrumentHandlerCounter(total, promhttp.InstrumentHandlerInFlight(requestsInFlight.With(labels), hook)))
 }
