@@ -9,7 +9,8 @@ import (
 )
 
 // giveWayOrder ranks the states that do no work for their client, first
-// to give way first; a connection carrying a request never gives way.
+// to give way first, as each connState's doc says; connActive, a
+// connection carrying a request, and connClosed have no rank.
 var giveWayOrder = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3, connIdle: 4}
 
 // givesWay is the port's one rule, the gate's too: when every place is
