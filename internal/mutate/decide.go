@@ -229,6 +229,12 @@ func DeclaredWorkerCommand(job *Job) (command []string, warning string) {
 			launcherField.Child("template", "spec", "containers"))
 	case slices.Equal(args, words(launcher.Args)):
 		return nil, "" // a copy of the launcher's args
+	case args[0] == "":
+		// Flyte's legacy split on single spaces of a line that starts with a blank: as a
+		// command, no runtime could start it; as Flyte made it, the worker sleeps and its
+		// ranks come by kubectl exec. config/policy's warning says the same, word for word.
+		return nil, fmt.Sprintf("%s: is empty, so the Worker's args were not taken for a worker command the task declared: "+
+			"no container runtime can start a program with an empty name", workerContainersField.Index(0).Child("args").Index(0))
 	}
 	return args, ""
 }

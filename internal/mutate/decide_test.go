@@ -346,6 +346,16 @@ func TestDecide(t *testing.T) {
 			want: result{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1,
 				Warnings: []string{"spec.mpiReplicaSpecs.Launcher.template.spec.containers: no containers, so the Worker's args were not taken for a worker command the task declared"}},
 		},
+		"declared args whose first word is empty (Flyte's legacy split of \" sshd -D\"): left as Flyte made them, with a warning": {
+			job: flyteJob().workerArgs("", "sshd", "-D").obj(),
+			want: result{Outcome: OutcomeUnchanged, Source: SourceNone, Container: -1,
+				Warnings: []string{"spec.mpiReplicaSpecs.Worker.template.spec.containers[0].args[0]: is empty, so the Worker's args were not taken " +
+					"for a worker command the task declared: no container runtime can start a program with an empty name"}},
+		},
+		"args whose first word is empty, a copy of the launcher's: no warning": {
+			job:  flyteJob().launcherContainers(Container{Name: "mpi", Args: list("", "sshd")}).workerArgs("", "sshd").obj(),
+			want: unchangedNoCommand,
+		},
 		"no Launcher, and a worker that runs the task: no warning": {
 			job:  flyteJob().noLauncher().obj(),
 			want: unchangedNoCommand,

@@ -46,6 +46,7 @@ func FuzzDecide(f *testing.F) {
 	f.Add("", "", "", "mpi", uint8(0), false, false, "", flytekitSpecCommand)
 	f.Add("", "", "", "mpi", uint8(1), false, false, "horovodrun -np 2", "/bin/true")
 	f.Add("", "", "", "mpi", uint8(2), false, false, "/bin/horovodrun x", "")
+	f.Add("", "", "", "mpi", uint8(0), false, false, " /usr/sbin/sshd -De", "")
 	f.Fuzz(func(t *testing.T, custom, typeVersion, specCommand, containerName string, mode uint8, onWorker, sidecarFirst bool,
 		workerArgs, fallback string) {
 		b := flyteJob()
@@ -60,7 +61,9 @@ func FuzzDecide(f *testing.F) {
 			}
 		}
 		if workerArgs != "" {
-			b.workerArgs(strings.Fields(workerArgs)...) // a declared worker command, as Flyte writes it
+			// A declared worker command, as Flyte writes it: its legacy tasks split a line on
+			// single spaces, so a blank at the start or two in a row make an empty word.
+			b.workerArgs(strings.Split(workerArgs, " ")...)
 		}
 		if sidecarFirst {
 			b.containers(Container{Name: "sidecar", Command: list("envoy")}, Container{Name: "mpi", Args: list(taskArgs...)})
@@ -89,6 +92,9 @@ func FuzzDecide(f *testing.F) {
 		checkPatchPaths(t, d)
 
 		patched := applyToJob(t, job, d)
+		if command := words(patched.Spec.MPIReplicaSpecs.Worker.mpiContainer().Command); len(command) > 0 && command[0] == "" {
+			t.Fatalf("a worker command no runtime can start: %q", command)
+		}
 		if again := Decide(patched, opts); again.Outcome != OutcomeUnchanged || len(again.Patch) > 0 {
 			t.Fatalf("not idempotent: the second decision is %s with %v", again.Outcome, again.Patch)
 		}

@@ -145,9 +145,13 @@ func policyCases() []policyCase {
 				"--dest-dir", ".", "--", "/usr/sbin/sshd", "-De"})
 		}},
 		policyCase{name: "an empty string in the args", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
-			return declared(s).WorkerField("args", []any{"", "-De"})
+			return declared(s).WorkerField("args", []any{"/usr/sbin/sshd", "", "-De"})
 		}},
-		policyCase{name: "args of one empty string", source: mutate.SourceFlyteWorkerArgs, job: func(s *spec) *framework.JobBuilder {
+		// Flyte's legacy split of " /usr/sbin/sshd -De": no program to start, left as Flyte made it.
+		policyCase{name: "args whose first word is empty", warnings: 1, job: func(s *spec) *framework.JobBuilder {
+			return declared(s).WorkerField("args", []any{"", "/usr/sbin/sshd", "-De"})
+		}},
+		policyCase{name: "args of one empty string", warnings: 1, job: func(s *spec) *framework.JobBuilder {
 			return declared(s).WorkerField("args", []any{""})
 		}},
 		policyCase{name: "args []", job: func(s *spec) *framework.JobBuilder {
