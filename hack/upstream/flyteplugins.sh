@@ -92,6 +92,15 @@ siblings() {
 	done
 }
 
+# docs/UPSTREAM.md shows the patch's change to mpi.go: the same, but its index line.
+page=$root/docs/UPSTREAM.md
+if ! diff -u --label "the patch's mpi.go" --label "${page#"$root"/}'s diff" \
+	<(awk '/^diff --git /{p = / a\/go\/tasks\/plugins\/k8s\/kfoperators\/mpi\/mpi.go /} p && !/^index /' "$patch_file") \
+	<(awk '/^```diff$/{p = 1; next} /^```$/{p = 0} p' "$page") >&2; then
+	log "${page#"$root"/}: its diff of mpi.go is not the patch's: copy it from ${patch_file#"$root"/}"
+	exit 1
+fi
+
 key=$(sha256sum "$patch_file" | cut -c1-16)
 dir=$cache/flyteplugins-$release-$key
 if [[ ! -d $dir ]]; then
