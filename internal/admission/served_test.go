@@ -3,7 +3,6 @@ package admission
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -105,15 +104,7 @@ func TestServedAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	fixtures.Run(t, mgr)
 	config := &tls.Config{RootCAs: ca.Pool()}
 	fixtures.Poll(t, "the webhook serves TLS", func() bool {
 		conn, err := tls.Dial("tcp", address, config)

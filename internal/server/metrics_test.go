@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -36,15 +35,7 @@ func TestWebhookMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	fixtures.Run(t, mgr)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	url := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + path
 	fixtures.Poll(t, "the hook answers", func() bool {

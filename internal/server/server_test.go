@@ -40,15 +40,7 @@ func start(t *testing.T, cfg server.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	fixtures.Run(t, mgr)
 }
 
 // TestServer runs the server as the binary does, without a kubeconfig, and
