@@ -103,13 +103,13 @@ func TestPrometheusRuleNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(raw)
-	for _, gone := range []string{"flyte-mpi-webhook-metrics", `\"flyte-mpi-webhook-worker-command\"`, `\"flyte-mpi-webhook-warnings\"`, "github.com"} {
+	for _, gone := range []string{"flyte-mpi-webhook-metrics", `\"flyte-mpi-webhook-worker-command\"`, "github.com"} {
 		if strings.Contains(text, gone) {
 			t.Errorf("the rules still name %s", gone)
 		}
 	}
 	for _, name := range []string{`job=\"kubernetes-pods\"`, `policy=\"ml-flyte-mpi-webhook-worker-command\"`,
-		`policy=\"ml-flyte-mpi-webhook-warnings\"`, "https://wiki.example/flyte/RUNBOOKS#flytempiwebhookcallsfailing"} {
+		"https://wiki.example/flyte/RUNBOOKS#flytempiwebhookcallsfailing"} {
 		if !strings.Contains(text, name) {
 			t.Errorf("the rules do not name %s", name)
 		}
