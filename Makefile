@@ -112,6 +112,18 @@ alerts-check: ## Check the alerts with promtool: config/prometheus/rules.yaml pa
 envtest: kustomize ## Run the envtest suite once per MPIJob version (kubeflow.org/v1, v2beta1), each against its own API server; ENVTEST_ARGS=-ginkgo.label-filter=v1 runs one.
 	$(ENVTEST_ENV) $(GO) test -count=1 -v ./test/envtest/ $(ENVTEST_ARGS) 2>&1 | grep -Ev '^(=== RUN|--- PASS|PASS$$)'
 
+# Where make monitoring-check writes the families it scraped that the rules and
+# the dashboard are about, with their labels and the values seen.
+MONITORING_SCRAPE ?= $(CURDIR)/bin/monitoring-scrape.txt
+# More flags of test/monitoring: -rules=FILE, -dashboard=FILE (from the repository root), -webhook=BINARY.
+MONITORING_ARGS ?=
+
+.PHONY: monitoring-check
+monitoring-check: kustomize ## Check every PromQL expression of config/prometheus's rules and config/grafana's dashboard: it parses with Prometheus 2.42's parser, and names only metrics and labels that kube-apiserver and the webhook binary export, scraped after traffic through the API server (test/monitoring); the scrape goes to MONITORING_SCRAPE.
+	@mkdir -p $(dir $(MONITORING_SCRAPE))
+	$(ENVTEST_ENV) $(GO) -C test/monitoring test -count=1 -v . -args -scrape-out=$(MONITORING_SCRAPE) $(MONITORING_ARGS) 2>&1 | \
+		grep -Ev '^(=== RUN|--- PASS|PASS$$)'
+
 # The fuzz targets, as package:Target.
 FUZZ_TARGETS = internal/mutate:FuzzDecodeTaskCustom internal/mutate:FuzzDecide internal/mutate:FuzzSplitCommand internal/admission:FuzzServeHTTP
 FUZZTIME ?= 1m
@@ -299,12 +311,6 @@ test-cluster: helm cosign ## Start a real single-node cluster in a network names
 		RELEASE_DIR=$(abspath $(TEST_CLUSTER_DIST)) RELEASE_VERSION=$(TEST_CLUSTER_VERSION) \
 		SOURCE_DIR=$(CURDIR) HELM=$(HELM) COSIGN=$(COSIGN) CLUSTER_LOGS=$(abspath $(TEST_CLUSTER_LOGS)) \
 		test/cluster/cluster.sh test $(TEST_CLUSTER_CMD) && t "done"
-
-##@ Upstream
-
-.PHONY: upstream-check
-upstream-check: ## Apply the fix for Flyte (hack/upstream/flyteplugins-mpi-worker-command.patch) to flyteplugins v1.16.8 as published and run its MPI plugin's own tests: all pass with it, and its new cases fail without its change to mpi.go (docs/UPSTREAM.md).
-	hack/upstream/flyteplugins.sh check
 
 ##@ Deployment
 
