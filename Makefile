@@ -92,7 +92,7 @@ lint-fix: golangci-lint ## Run golangci-lint and apply the fixes it can.
 	$(GOLANGCI_LINT) run --fix
 
 .PHONY: test
-test: lint unit alerts-check fuzz-smoke envtest ## Run every check: lint, unit tests, promtool's tests of the alerts, a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
+test: lint unit alerts-check monitoring-check fuzz-smoke envtest ## Run every check: lint, unit tests, promtool's tests of the alerts and the names their queries read (a scrape of the real binaries), a few seconds of each fuzz target, and the envtest suite (both MPIJob versions).
 
 .PHONY: unit
 unit: kustomize ## Run the unit tests, the rendered config/ tests (test/manifests), the shared fixtures' (test/fixtures) and those of test/soak's attacks, under the race detector.
