@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +48,8 @@ const (
 	// webhookName is the webhook's name in its MutatingWebhookConfiguration,
 	// which the API server's refusal names.
 	webhookName = "mpijob-worker-command.mpi.flyte.org"
+	// nodeIP is the node's address, and podCIDR the Pods' network (test/cluster/cluster.sh).
+	nodeIP, podCIDR = "10.217.0.1", "10.218.0.0/24"
 )
 
 // Timeouts of what the node does: start a Pod from an imported image, run a
@@ -474,29 +475,24 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		expectAllAdmittedWithCommand(jobs.finish())
 	})
 
-	It("refuses Flyte's jobs, naming the webhook, while no replica runs, and admits them once one is Ready", func(ctx SpecContext) {
-		ns := namespace(ctx)
-		scale(ctx, 0)
-		// Gone, not only terminating: a terminating replica keeps serving through
-		// its drain (--shutdown-drain), and the API server may still call it.
-		Eventually(ctx, func(g Gomega) {
-			var pods corev1.PodList
-			g.Expect(k8sClient.List(ctx, &pods, client.InNamespace(webhookNamespace),
-				client.MatchingLabels(webhookDeployment(ctx).Spec.Selector.MatchLabels))).To(Succeed())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-		job := suspendedFlyteJob("v1", ns, "refused")
-		err := k8sClient.Create(ctx, job)
-		Expect(err).To(MatchError(ContainSubstring(webhookName)))
+	Context("with the chart's alerts in a real Prometheus, on real faults (docs/RUNBOOKS.md)", Ordered, alertSpecs)
 
-		scale(ctx, replicas)
+	It("on the node's network and another port (webhook.hostNetwork, webhook.port=10260), as on EKS with a custom CNI: "+
+		"the API server calls it at the node's address, and the declared worker command runs", func(ctx SpecContext) {
+		// Pod Security's baseline and restricted levels refuse the node's network: the README says so.
+		podSecurity(ctx, "privileged")
+		DeferCleanup(podSecurity, "restricted")
+		// One replica: on one node, a second would want the ports the first holds.
+		helmUpgrade(ctx, "webhook.hostNetwork=true,webhook.port=10260,webhook.probePort=10261,webhook.metricsPort=10262,replicas=1")
 		Eventually(ctx, func(g Gomega) {
-			ready := slices.ContainsFunc(webhookPods(ctx, g), podReady)
-			g.Expect(ready).To(BeTrue())
+			pods := webhookPods(ctx, g)
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Spec.HostNetwork).To(BeTrue())
+			g.Expect(pods[0].Status.PodIP).To(Equal(nodeIP))
+			g.Expect(podReady(pods[0])).To(BeTrue())
 		}).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
-		Eventually(ctx, func() error {
-			return k8sClient.Create(ctx, suspendedFlyteJob("v1", ns, "admitted"))
-		}).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+		runWithAddOn(ctx, mpiDeclared)
+		helmUpgrade(ctx, "webhook.hostNetwork=false,webhook.port=9443,webhook.probePort=8081,webhook.metricsPort=8080,replicas=2")
 		awaitBothReplicas(ctx)
 	})
 
@@ -680,4 +676,14 @@ func podConditions(pod corev1.Pod) []metav1.Condition {
 		conditions = append(conditions, metav1.Condition{Type: string(c.Type), Status: metav1.ConditionStatus(c.Status)})
 	}
 	return conditions
+}
+
+// podSecurity sets the Pod Security level the webhook's namespace enforces.
+func podSecurity(ctx context.Context, level string) {
+	GinkgoHelper()
+	ns := &corev1.Namespace{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Name: webhookNamespace}, ns)).To(Succeed())
+	patch := client.MergeFrom(ns.DeepCopy())
+	ns.Labels["pod-security.kubernetes.io/enforce"] = level
+	Expect(k8sClient.Patch(ctx, ns, patch)).To(Succeed())
 }
