@@ -21,6 +21,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -235,24 +236,26 @@ func (p *prometheus) firing(ctx context.Context, g Gomega) []string {
 	return slices.Compact(names)
 }
 
-// awaitFiring waits until alert fires, and reports how long after since it did.
+// awaitFiring waits until alert fires, and reports how long after the fault, since, it did.
 func (p *prometheus) awaitFiring(ctx context.Context, alert string, since time.Time) {
 	GinkgoHelper()
-	Eventually(ctx, func(g Gomega) { g.Expect(p.firing(ctx, g)).To(ContainElement(alert)) }).
-		WithTimeout(alertTimeout).WithPolling(poll).Should(Succeed(), "%s never fired", alert)
-	took := time.Since(since).Round(time.Second)
-	fmt.Fprintf(GinkgoWriter, "alert %s fired %s after the fault\n", alert, took)
-	AddReportEntry(alert+" fired after", took.String())
+	p.await(ctx, alert, ContainElement(alert), since, "fired", "the fault")
 }
 
-// awaitResolved waits until alert no longer fires, and reports how long after since it did.
+// awaitResolved waits until alert no longer fires, and reports how long after the mend, since, it did.
 func (p *prometheus) awaitResolved(ctx context.Context, alert string, since time.Time) {
 	GinkgoHelper()
-	Eventually(ctx, func(g Gomega) { g.Expect(p.firing(ctx, g)).NotTo(ContainElement(alert)) }).
-		WithTimeout(alertTimeout).WithPolling(poll).Should(Succeed(), "%s still fires", alert)
+	p.await(ctx, alert, Not(ContainElement(alert)), since, "resolved", "the fault ended")
+}
+
+// await waits until the firing alerts match firing, and reports how long after since they did.
+func (p *prometheus) await(ctx context.Context, alert string, firing types.GomegaMatcher, since time.Time, did, after string) {
+	GinkgoHelper()
+	Eventually(ctx, func(g Gomega) { g.Expect(p.firing(ctx, g)).To(firing) }).
+		WithTimeout(alertTimeout).WithPolling(poll).Should(Succeed(), "%s never %s", alert, did)
 	took := time.Since(since).Round(time.Second)
-	fmt.Fprintf(GinkgoWriter, "alert %s resolved %s after the fault ended\n", alert, took)
-	AddReportEntry(alert+" resolved after", took.String())
+	fmt.Fprintf(GinkgoWriter, "alert %s %s %s after %s\n", alert, did, took, after)
+	AddReportEntry(alert+" "+did+" after", took.String())
 }
 
 // expectNoneFiring checks that no alert fires: the faults start from a healthy webhook.
