@@ -281,15 +281,20 @@ func toAny(s []string) []any {
 	return out
 }
 
-// refusals returns the errors of the refused creations.
-func refusals(outcomes []creation) []string {
-	var out []string
+// expectRefusedNamingWebhook checks that some creations were refused, each with the API server's
+// error naming the webhook, as Flyte shows it, and returns those errors.
+func expectRefusedNamingWebhook(outcomes []creation) []string {
+	GinkgoHelper()
+	var refused []string
 	for _, o := range outcomes {
 		if o.err != nil {
-			out = append(out, o.err.Error())
+			refused = append(refused, o.err.Error())
 		}
 	}
-	return out
+	Expect(refused).NotTo(BeEmpty())
+	fmt.Fprintf(GinkgoWriter, "%d creates refused, the first: %s\n", len(refused), refused[0])
+	Expect(refused).To(HaveEach(ContainSubstring(`failed calling webhook "` + webhookName + `"`)))
+	return refused
 }
 
 // blockCalls adds, in the node's network namespace where the suite runs, a rule that drops the
@@ -334,10 +339,7 @@ func alertSpecs() {
 		Eventually(ctx, func(g Gomega) { g.Expect(webhookPods(ctx, g)).To(BeEmpty()) }).WithTimeout(podTimeout).WithPolling(poll).Should(Succeed())
 		p.awaitFiring(ctx, "FlyteMPIWebhookCallsFailing", fault)
 		p.awaitFiring(ctx, "FlyteMPIWebhookDown", fault)
-		refused := refusals(jobs.finish())
-		Expect(refused).NotTo(BeEmpty())
-		fmt.Fprintf(GinkgoWriter, "%d creates refused, the first: %s\n", len(refused), refused[0])
-		Expect(refused).To(HaveEach(ContainSubstring(`failed calling webhook "` + webhookName + `"`)))
+		refused := expectRefusedNamingWebhook(jobs.finish())
 		Expect(refused).To(ContainElement(ContainSubstring(`no endpoints available for service "` + release + `-webhook-service"`)))
 
 		mended := time.Now()
@@ -358,10 +360,7 @@ func alertSpecs() {
 		DeferCleanup(unblock)
 		p.awaitFiring(ctx, "FlyteMPIWebhookCallsFailing", fault)
 		unblock()
-		refused := refusals(jobs.finish())
-		Expect(refused).NotTo(BeEmpty())
-		fmt.Fprintf(GinkgoWriter, "%d creates refused, the first: %s\n", len(refused), refused[0])
-		Expect(refused).To(HaveEach(ContainSubstring(`failed calling webhook "` + webhookName + `"`)))
+		expectRefusedNamingWebhook(jobs.finish())
 		// Its resolution, the same 2-minute window as when scaled back, is not awaited again.
 		expectAdmittedWithCommand(ctx, ns, "admitted")
 	})
