@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
 var (
@@ -24,7 +24,7 @@ var (
 // being decided, and the bytes of their bodies.
 type limiter struct {
 	server.Limits
-	deciding   *conns.Gate
+	deciding   *fair.Gate
 	errTooSlow error
 
 	mu       sync.Mutex
@@ -34,7 +34,7 @@ type limiter struct {
 }
 
 func newLimiter(limits server.Limits) *limiter {
-	return &limiter{Limits: limits, deciding: conns.NewGate(limits.MaxDeciding),
+	return &limiter{Limits: limits, deciding: fair.NewGate(limits.MaxDeciding),
 		errTooSlow: fmt.Errorf("the body did not arrive within %s", limits.ReadTimeout), freed: make(chan struct{})}
 }
 
@@ -157,7 +157,7 @@ func (l *limiter) read(w http.ResponseWriter, r *http.Request) (buf []byte, done
 		l.refuse(w, http.StatusBadRequest, fmt.Errorf("reading the body: %w", err))
 		return nil, nil, false
 	}
-	ticket, err := l.deciding.Enter(conns.ClientAddress(r.RemoteAddr), time.Now().Add(l.DecideWait))
+	ticket, err := l.deciding.Enter(fair.ClientAddress(r.RemoteAddr), time.Now().Add(l.DecideWait))
 	if err != nil {
 		l.refuse(w, http.StatusServiceUnavailable, fmt.Errorf("%w: %w", errBusy, err))
 		return nil, nil, false

@@ -14,13 +14,14 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
 // limited serves a request as Handler.ServeHTTP serves a review: behind
@@ -32,20 +33,20 @@ func limited(l *limiter, h readingHandler) http.Handler {
 			return
 		}
 		defer done()
-		h.serve(w, body)
+		h.serve(w, r, body)
 	})
 }
 
 // readingHandler stands for the review: given the body l.read read, it
 // waits for gate, if any, then answers 200 with the body's length.
 type readingHandler struct {
-	entered chan struct{} // receives once the body is read, when gate is set
+	entered chan string // receives the client's address once the body is read, when gate is set
 	gate    chan struct{}
 }
 
-func (h readingHandler) serve(w http.ResponseWriter, body []byte) {
+func (h readingHandler) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	if h.gate != nil {
-		h.entered <- struct{}{}
+		h.entered <- fair.ClientAddress(r.RemoteAddr)
 		<-h.gate
 	}
 	fmt.Fprint(w, len(body))
@@ -124,7 +125,7 @@ func waitUntil(t *testing.T, l *limiter, what string, cond func(*limiter) bool) 
 }
 
 func idle(l *limiter) bool {
-	running, waiting := l.deciding.Holders("")
+	running, waiting := l.deciding.Holders()
 	return l.bytes == 0 && len(l.arriving) == 0 && running == 0 && waiting == 0
 }
 
@@ -194,50 +195,47 @@ func TestLimitServesOnlyPOST(t *testing.T) {
 // TestLimitDecidingSharedByAddress fills the places for deciding from one
 // client address, with more of its requests waiting, and checks that one
 // from another address is let in before the flood's waiters, and that
-// every request is answered.
+// every request is answered. synctest's Wait returns once each request
+// waits where it must.
 func TestLimitDecidingSharedByAddress(t *testing.T) {
-	l := newLimiter(server.DefaultLimits())
-	l.deciding = conns.NewGate(2)
-	h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
-	srv := httptest.NewServer(limited(l, h))
-	t.Cleanup(srv.Close) // after the bodies still arriving are closed
-	waiting := func(address string, n int) func(*limiter) bool {
-		return func(l *limiter) bool {
-			_, waiting := l.deciding.Holders(address)
-			return waiting == n
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(server.DefaultLimits())
+		l.deciding = fair.NewGate(2)
+		h := readingHandler{entered: make(chan string, 8), gate: make(chan struct{})}
+		var answers []*httptest.ResponseRecorder
+		send := func(from string) {
+			rec, req := httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+			req.RemoteAddr = from + ":40000"
+			answers = append(answers, rec)
+			go limited(l, h).ServeHTTP(rec, req)
+			synctest.Wait() // it is decided, or waits behind those before it
 		}
-	}
-
-	flood := make(chan reply, 5)
-	for range 2 {
-		go func() { flood <- send(srv.URL, strings.NewReader("{}"), 2) }()
+		for range 5 { // two decided, three waiting
+			send("127.0.0.1")
+		}
 		<-h.entered
-	}
-	for range 3 {
-		go func() { flood <- send(srv.URL, strings.NewReader("{}"), 2) }()
-	}
-	waitUntil(t, l, "three of the flood's wait", waiting("127.0.0.1", 3))
-	other := make(chan reply, 1)
-	go func() { other <- sendFrom("127.0.0.2", srv.URL, strings.NewReader("{}"), 2) }()
-	waitUntil(t, l, "the other address waits", waiting("127.0.0.2", 1))
+		<-h.entered
+		send("127.0.0.2")
 
-	// One place frees: the other address's turn comes first, though the flood's waited longer.
-	h.gate <- struct{}{}
-	<-h.entered
-	running, _ := l.deciding.Holders("127.0.0.2")
-	if running != 1 {
-		t.Errorf("once a place freed, 127.0.0.2 runs %d, want 1: its turn comes before the flood's next", running)
-	}
-	close(h.gate)
-	if got := <-other; got.Status != 200 {
-		t.Errorf("the other address was answered %+v, want 200", got)
-	}
-	for range 5 {
-		if got := <-flood; got.Status != 200 {
-			t.Errorf("a request of the flood was answered %+v, want 200", got)
+		// One place frees: the other address's turn comes first, though the flood's waited longer.
+		h.gate <- struct{}{}
+		synctest.Wait()
+		if next := <-h.entered; next != "127.0.0.2" {
+			t.Errorf("once a place freed, %s was let in; want 127.0.0.2, whose turn comes before the flood's next", next)
 		}
-	}
-	waitUntil(t, l, "no request is counted", idle)
+		close(h.gate)
+		synctest.Wait()
+		for i, rec := range answers {
+			if rec.Code != http.StatusOK {
+				t.Errorf("request %d was answered %d %q, want 200", i, rec.Code, rec.Body)
+			}
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !idle(l) {
+			t.Error("every request answered, the limiter still counts some")
+		}
+	})
 }
 
 // trickle starts a request whose body arrives as the test writes it, and
@@ -320,7 +318,7 @@ func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 			limits := server.DefaultLimits()
 			limits.MaxBufferedBytes, limits.SmallRequestReserve, limits.SmallRequestBytes, limits.ReadTimeout = tt.maxBytes, tt.reserve, tt.smallAt, 100*time.Millisecond
 			l := newLimiter(limits)
-			h := readingHandler{entered: make(chan struct{}, 8), gate: make(chan struct{})}
+			h := readingHandler{entered: make(chan string, 8), gate: make(chan struct{})}
 			srv := httptest.NewServer(limited(l, h))
 			t.Cleanup(srv.Close)
 			answered := make(chan reply, 1)

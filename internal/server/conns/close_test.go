@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 )
 
 // serveTLS serves on loopback as Start does, with a handler that answers
@@ -20,7 +22,7 @@ func serveTLS(t *testing.T) (*Listener, <-chan error, *tls.Config) {
 	t.Helper()
 	server, client := testTLS(t)
 	l := testListener(t, server, 4)
-	l.handshakes, l.limits.SlowHandshake, l.limits.HandshakeTimeout = NewGate(4), 30*time.Second, 30*time.Second
+	l.handshakes, l.limits.SlowHandshake, l.limits.HandshakeTimeout = fair.NewGate(4), 30*time.Second, 30*time.Second
 	go l.acceptInner()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "answered")
@@ -94,8 +96,8 @@ func TestFairListenerClose(t *testing.T) {
 	if placedRecorder.closed || !lateRecorder.closed {
 		t.Errorf("closed: placed %t, arrived after Close %t; want false, true", placedRecorder.closed, lateRecorder.closed)
 	}
-	if l.open.total != 1 {
-		t.Errorf("%d connections hold a place, want 1: the one Accept returned", l.open.total)
+	if l.open.Total() != 1 {
+		t.Errorf("%d connections hold a place, want 1: the one Accept returned", l.open.Total())
 	}
 }
 

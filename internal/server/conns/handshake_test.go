@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -19,7 +20,7 @@ func startTestHandshakes(t *testing.T, maxHandshakes int, slow time.Duration) (*
 	t.Helper()
 	server, client := testTLS(t)
 	l := testListener(t, server, testLimits.MaxConns)
-	l.handshakes, l.limits.SlowHandshake, l.limits.HandshakeTimeout = NewGate(maxHandshakes), slow, 30*time.Second
+	l.handshakes, l.limits.SlowHandshake, l.limits.HandshakeTimeout = fair.NewGate(maxHandshakes), slow, 30*time.Second
 	go l.acceptInner()
 	t.Cleanup(func() { _ = l.Close() })
 	// The server side of a handshake ends with the client's first read.
@@ -124,9 +125,8 @@ func TestHandshakesInProgressAreBounded(t *testing.T) {
 func waitForHandshakes(t *testing.T, l *Listener, n int) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		l.handshakes.mu.Lock()
-		defer l.handshakes.mu.Unlock()
-		return l.handshakes.running.total == n, nil
+		running, _ := l.handshakes.Holders()
+		return running == n, nil
 	})
 	if err != nil {
 		t.Fatalf("waiting for %d handshakes in progress: %v", n, err)

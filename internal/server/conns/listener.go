@@ -6,11 +6,12 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 )
 
 // Listener is the webhook port's one accept loop and its one table of
@@ -23,12 +24,12 @@ type Listener struct {
 	limits Limits
 
 	mu     sync.Mutex
-	open   shares[*connection]
+	open   fair.Shares[*connection]
 	room   sync.Cond // wakes the accept loop when full may have changed
 	closed bool
 
 	config     *tls.Config
-	handshakes *Gate
+	handshakes *fair.Gate
 	// startHandshake is go handshake, and now time.Now, or the tests' own.
 	startHandshake func(*connection)
 	now            func() time.Time
@@ -49,7 +50,7 @@ func Listen(address string, config *tls.Config, limits Limits) (*Listener, error
 }
 
 func newListener(inner net.Listener, config *tls.Config, limits Limits) *Listener {
-	l := &Listener{Listener: inner, limits: limits, config: config, handshakes: NewGate(limits.MaxHandshakes),
+	l := &Listener{Listener: inner, limits: limits, config: config, handshakes: fair.NewGate(limits.MaxHandshakes),
 		done: make(chan net.Conn)}
 	l.startHandshake = func(c *connection) { go l.handshake(c) }
 	l.now = time.Now
@@ -89,7 +90,7 @@ func (l *Listener) acceptInner() {
 			continue
 		}
 		backoff = 0
-		c := &connection{Conn: conn, listener: l, address: ClientAddress(conn.RemoteAddr().String())}
+		c := &connection{Conn: conn, listener: l, address: fair.ClientAddress(conn.RemoteAddr().String())}
 		if hasUnreadBytes(conn) {
 			c.state = connHandshake
 		}
@@ -117,17 +118,17 @@ func (l *Listener) place(c *connection, ownUpTo connState) {
 		c.reset()
 		return
 	}
-	if l.open.total >= l.limits.MaxConns {
+	if l.open.Total() >= l.limits.MaxConns {
 		victim := l.givesWay(c.address, ownUpTo)
 		if victim == nil {
 			c.reset()
 			return
 		}
-		l.open.remove(victim.address, victim)
+		l.open.Remove(victim.address, victim)
 		l.setState(victim, connClosed)
 		victim.reset()
 	}
-	l.open.add(c.address, c)
+	l.open.Add(c.address, c)
 	l.inFlight.Add(1)
 	l.startHandshake(c)
 }
@@ -136,7 +137,7 @@ func (l *Listener) release(c *connection) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.setState(c, connClosed)
-	l.open.remove(c.address, c)
+	l.open.Remove(c.address, c)
 }
 
 func (l *Listener) wakeAcceptLoop() {
@@ -193,8 +194,8 @@ func (l *Listener) WaitForRequests(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		for _, held := range l.open.byAddress {
-			if slices.ContainsFunc(held, func(c *connection) bool { return c.state == connNew }) {
+		for c := range l.open.All() {
+			if c.state == connNew {
 				return false, nil
 			}
 		}

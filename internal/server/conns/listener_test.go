@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -52,14 +53,14 @@ func TestGivesWay(t *testing.T) {
 			l := newListener(nil, nil, testLimits)
 			for _, h := range tt.held {
 				for range h.n {
-					l.open.add(h.address, &connection{address: h.address, state: connActive})
+					l.open.Add(h.address, &connection{address: h.address, state: connActive})
 				}
 			}
 			victim := l.givesWay(tt.newcomer, connSilent)
 			got := ""
 			if victim != nil {
 				got = victim.address
-				if victim != l.open.byAddress[got][0] {
+				if victim != l.open.Held(got)[0] {
 					t.Errorf("the victim is not its address's oldest")
 				}
 			}
@@ -178,9 +179,10 @@ func TestFairListenerPlaces(t *testing.T) {
 			l.limits.MaxConns = tt.max
 			now := time.Unix(0, 0)
 			l.now = func() time.Time { return now }
-			if tt.crowded {
-				l.handshakes = &Gate{}
-				l.handshakes.queue("10.0.0.h")
+			if tt.crowded { // a handshake waits for a place throughout: the gate has none
+				l.handshakes = fair.NewGate(0)
+				go func() { _, _ = l.handshakes.Enter("10.0.0.h", time.Now().Add(time.Minute)) }()
+				fixtures.Poll(t, "a handshake waits", func() bool { _, waiting := l.handshakes.Holders(); return waiting == 1 })
 			}
 			var admitted []*connection
 			l.startHandshake = func(c *connection) { admitted = append(admitted, c) }
@@ -217,8 +219,8 @@ func TestFairListenerPlaces(t *testing.T) {
 				if diff := cmp.Diff(step, got, cmp.AllowUnexported(step), cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("step %d (-want +got):\n%s", i, diff)
 				}
-				if l.open.total > tt.max {
-					t.Errorf("step %d: %d open, beyond %d", i, l.open.total, tt.max)
+				if l.open.Total() > tt.max {
+					t.Errorf("step %d: %d open, beyond %d", i, l.open.Total(), tt.max)
 				}
 			}
 		})
@@ -233,10 +235,8 @@ func TestConnectionStates(t *testing.T) {
 	states := func() (states []connState) {
 		tcp.mu.Lock()
 		defer tcp.mu.Unlock()
-		for _, held := range tcp.open.byAddress {
-			for _, c := range held {
-				states = append(states, c.state)
-			}
+		for c := range tcp.open.All() {
+			states = append(states, c.state)
 		}
 		return states
 	}
@@ -377,13 +377,13 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &connection{Conn: server, listener: l, address: "127.0.0.1", state: connNew}
-		l.open.add(c.address, c)
+		l.open.Add(c.address, c)
 		served = append(served, c)
 	}
 	fixtures.Poll(t, "the request's bytes arrive", func() bool { return hasUnreadBytes(served[0].Conn) })
 	newcomer := &connection{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}
 	l.place(newcomer, connNew)
-	held := l.open.byAddress["127.0.0.1"]
+	held := l.open.Held("127.0.0.1")
 	if !slices.Contains(held, newcomer) || !slices.Contains(held, served[0]) || slices.Contains(held, served[1]) {
 		t.Errorf("places held by the newcomer %t, the one with a request %t, the silent one %t; want true, true, false",
 			slices.Contains(held, newcomer), slices.Contains(held, served[0]), slices.Contains(held, served[1]))

@@ -1,4 +1,4 @@
-package conns
+package fair
 
 import (
 	"errors"
@@ -74,8 +74,8 @@ func TestGate(t *testing.T) {
 			{enter: "a", running: []int{0, 1}, waiting: []int{2}},
 			{after: 500 * time.Millisecond, running: []int{0, 1}, waiting: []int{2}},
 			{enter: "b", running: []int{0, 1}, waiting: []int{2, 3}},
-			{after: 500 * time.Millisecond, running: []int{0, 1}, waiting: []int{3}, turnedAway: map[int]error{2: errGateTimeout}},
-			{leave: holder(0), running: []int{1, 3}, turnedAway: map[int]error{2: errGateTimeout}},
+			{after: 500 * time.Millisecond, running: []int{0, 1}, waiting: []int{3}, turnedAway: map[int]error{2: errTimeout}},
+			{leave: holder(0), running: []int{1, 3}, turnedAway: map[int]error{2: errTimeout}},
 		},
 	}}
 	for _, tt := range tests {
@@ -127,7 +127,7 @@ func TestGate(t *testing.T) {
 }
 
 // holders names, sorted, the tickets among tickets that held holds.
-func holders(tickets []*Ticket, held shares[*Ticket]) (names []int) {
+func holders(tickets []*Ticket, held Shares[*Ticket]) (names []int) {
 	for _, ts := range held.byAddress {
 		for _, t := range ts {
 			names = append(names, slices.Index(tickets, t))

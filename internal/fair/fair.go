@@ -1,0 +1,91 @@
+// Package fair is the one rule by which the webhook shares what it holds
+// among client addresses, so that no flood from one address keeps the API
+// server's reviews out: when every place is taken, the address holding the
+// most gives way, and a place that frees goes to the address holding the
+// fewest. Its Gate shares the TLS handshakes (internal/server/conns) and
+// the reviews being decided (internal/admission); Shares is what each
+// address holds. It imports neither of the packages that use it.
+package fair
+
+import (
+	"iter"
+	"net"
+	"slices"
+)
+
+// ClientAddress is the address part of a remote address: the client's IP.
+func ClientAddress(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
+}
+
+// Shares is what each client address holds, oldest first. Its zero value
+// holds nothing; it is not safe for concurrent use.
+type Shares[T comparable] struct {
+	byAddress map[string][]T
+	total     int
+}
+
+// Add has address hold t, as its newest.
+func (s *Shares[T]) Add(address string, t T) {
+	if s.byAddress == nil {
+		s.byAddress = map[string][]T{}
+	}
+	s.byAddress[address] = append(s.byAddress[address], t)
+	s.total++
+}
+
+// Remove says whether address held t, which it no longer does.
+func (s *Shares[T]) Remove(address string, t T) bool {
+	held := s.byAddress[address]
+	i := slices.Index(held, t)
+	if i < 0 {
+		return false
+	}
+	if held = slices.Delete(held, i, i+1); len(held) == 0 {
+		delete(s.byAddress, address)
+	} else {
+		s.byAddress[address] = held
+	}
+	s.total--
+	return true
+}
+
+// Held is what address holds, oldest first; the caller must not change it.
+func (s *Shares[T]) Held(address string) []T { return s.byAddress[address] }
+
+// All is what every address holds.
+func (s *Shares[T]) All() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, held := range s.byAddress {
+			for _, t := range held {
+				if !yield(t) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Count is how many address holds.
+func (s *Shares[T]) Count(address string) int { return len(s.byAddress[address]) }
+
+// Total is how many every address holds.
+func (s *Shares[T]) Total() int { return s.total }
+
+// Addresses is how many addresses hold one or more.
+func (s *Shares[T]) Addresses() int { return len(s.byAddress) }
+
+// Heaviest is the address holding the most, the smaller among equals.
+func (s *Shares[T]) Heaviest() (address string) {
+	most := 0
+	for a, held := range s.byAddress {
+		if len(held) > most || len(held) == most && a < address {
+			address, most = a, len(held)
+		}
+	}
+	return address
+}
