@@ -77,15 +77,15 @@ func TestFairListenerClose(t *testing.T) {
 	go l.acceptInner()
 	conn := func() (*connection, *closeRecorder) {
 		r := &closeRecorder{}
-		return &connection{Conn: r, listener: l, address: "10.0.0.1", state: connActive}, r
+		return &connection{Conn: r, listener: l, address: "10.0.0.1", state: fair.Active}, r
 	}
 	placed, placedRecorder := conn()
-	l.place(placed, connSilent)
+	l.place(placed, fair.Silent)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	late, lateRecorder := conn()
-	l.place(late, connSilent)
+	l.place(late, fair.Silent)
 
 	if got, err := l.Accept(); got != placed || err != nil {
 		t.Errorf("Accept after Close = %v, %v; want the connection that held a place", got, err)

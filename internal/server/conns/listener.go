@@ -23,10 +23,11 @@ type Listener struct {
 	net.Listener
 	limits Limits
 
-	mu     sync.Mutex
-	open   fair.Shares[*connection]
-	room   sync.Cond // wakes the accept loop when full may have changed
-	closed bool
+	mu      sync.Mutex
+	open    fair.Shares[*connection]
+	room    sync.Cond // wakes the accept loop when full may have changed
+	changes uint64    // counts what may change full: a state, Close, a handshake's end, a timer's wake
+	closed  bool
 
 	config     *tls.Config
 	handshakes *fair.Gate
@@ -67,18 +68,7 @@ func (l *Listener) acceptInner() {
 	backoff := time.Duration(0)
 	for {
 		l.mu.Lock()
-		ownUpTo := l.ownYieldsUpTo()
-		for l.full(ownUpTo) {
-			// A quiet connection may give way once quiet long enough: wake then too.
-			if after, ok := l.untilQuietGivesWay(); ok {
-				wake := time.AfterFunc(max(after, 10*time.Millisecond), l.wakeAcceptLoop)
-				l.room.Wait()
-				wake.Stop()
-			} else {
-				l.room.Wait()
-			}
-			ownUpTo = l.ownYieldsUpTo()
-		}
+		ownUpTo := l.waitForRoom()
 		l.mu.Unlock()
 		conn, err := l.Listener.Accept()
 		if errors.Is(err, net.ErrClosed) {
@@ -92,7 +82,7 @@ func (l *Listener) acceptInner() {
 		backoff = 0
 		c := &connection{Conn: conn, listener: l, address: fair.ClientAddress(conn.RemoteAddr().String())}
 		if hasUnreadBytes(conn) {
-			c.state = connHandshake
+			c.state = fair.Handshake
 		}
 		l.place(c, ownUpTo)
 	}
@@ -110,39 +100,58 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // place gives c a place, the place of one that gives way if need be, and
 // starts its handshake; it resets c when none gives way, and after Close,
-// as the kernel resets the connections in its backlog.
-func (l *Listener) place(c *connection, ownUpTo connState) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		c.reset()
-		return
-	}
-	if l.open.Total() >= l.limits.MaxConns {
-		victim := l.givesWay(c.address, ownUpTo)
-		if victim == nil {
+// as the kernel resets the connections in its backlog. Which gives way is
+// chosen with l.mu let go (fair.GiveWay peeks), then taken if it is still
+// as it was, else chosen again.
+func (l *Listener) place(c *connection, ownUpTo fair.State) {
+	var victim *connection
+	var was fair.Conn
+	for {
+		l.mu.Lock()
+		switch {
+		case l.closed:
+			l.mu.Unlock()
 			c.reset()
 			return
+		case l.open.Total() < l.limits.MaxConns:
+		case victim != nil && victim.state == was.State && victim.since.Equal(was.Since) && l.open.Remove(victim.address, victim):
+			l.setState(victim, fair.Closed)
+			defer victim.reset()
+		default:
+			p, held := l.snapshot(c.address, ownUpTo)
+			l.mu.Unlock()
+			i := fair.GiveWay(p, unread(held))
+			if i < 0 {
+				c.reset()
+				return
+			}
+			victim, was = held[i], p.Held[i]
+			continue
 		}
-		l.open.Remove(victim.address, victim)
-		l.setState(victim, connClosed)
-		victim.reset()
+		l.open.Add(c.address, c)
+		l.inFlight.Add(1)
+		l.startHandshake(c)
+		l.mu.Unlock()
+		return
 	}
-	l.open.Add(c.address, c)
-	l.inFlight.Add(1)
-	l.startHandshake(c)
 }
 
 func (l *Listener) release(c *connection) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.setState(c, connClosed)
+	l.setState(c, fair.Closed)
 	l.open.Remove(c.address, c)
 }
 
 func (l *Listener) wakeAcceptLoop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.changed()
+}
+
+// changed wakes the accept loop: full may have changed.
+func (l *Listener) changed() {
+	l.changes++
 	l.room.Broadcast()
 }
 
@@ -151,7 +160,7 @@ func (l *Listener) wakeAcceptLoop() {
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	l.closed = true
-	l.room.Broadcast()
+	l.changed()
 	l.mu.Unlock()
 	return l.Listener.Close()
 }
@@ -171,20 +180,20 @@ func (l *Listener) ConnState(conn net.Conn, state http.ConnState) {
 	l.setState(c, fromHTTP[state])
 }
 
-var fromHTTP = map[http.ConnState]connState{http.StateNew: connNew, http.StateActive: connActive,
-	http.StateIdle: connIdle, http.StateHijacked: connClosed, http.StateClosed: connClosed}
+var fromHTTP = map[http.ConnState]fair.State{http.StateNew: fair.New, http.StateActive: fair.Active,
+	http.StateIdle: fair.Idle, http.StateHijacked: fair.Closed, http.StateClosed: fair.Closed}
 
 // setState is where a state changes; it wakes the accept loop: c may now give way (full).
-func (l *Listener) setState(c *connection, state connState) {
+func (l *Listener) setState(c *connection, state fair.State) {
 	c.state, c.since = state, l.now()
-	l.room.Broadcast()
+	l.changed()
 }
 
 func (l *Listener) sentByte(c *connection) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c.state == connSilent {
-		l.setState(c, connHandshake)
+	if c.state == fair.Silent {
+		l.setState(c, fair.Handshake)
 	}
 }
 
@@ -195,7 +204,7 @@ func (l *Listener) WaitForRequests(ctx context.Context) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for c := range l.open.All() {
-			if c.state == connNew {
+			if c.state == fair.New {
 				return false, nil
 			}
 		}
@@ -207,7 +216,7 @@ type connection struct {
 	net.Conn
 	listener *Listener
 	address  string
-	state    connState
+	state    fair.State
 	since    time.Time // when it entered state
 	first    []byte    // what handshake read before the handshake, to be read again
 }

@@ -24,53 +24,6 @@ import (
 var testLimits = Limits{MaxConns: 512, MaxHandshakes: 16, SlowHandshake: time.Second, HandshakeTimeout: 5 * time.Second,
 	MaxClientHelloBytes: 16 << 10, QuietFloor: 250 * time.Millisecond}
 
-// TestGivesWay checks the count part of the one rule, among connections
-// that all work: a newcomer takes the place of the oldest of the address
-// holding the most only when that address would still hold more than the
-// newcomer's.
-func TestGivesWay(t *testing.T) {
-	type held struct {
-		address string
-		n       int
-	}
-	tests := []struct {
-		name     string
-		held     []held
-		newcomer string
-		want     string // the address losing its oldest; "" when the newcomer finds no place
-	}{
-		{"a flood leaves a place for another address", []held{{"10.0.0.9", 16}}, "10.0.0.1", "10.0.0.9"},
-		{"the flooding address itself finds none", []held{{"10.0.0.9", 16}}, "10.0.0.9", ""},
-		{"shared evenly: no more places", []held{{"10.0.0.1", 8}, {"10.0.0.9", 8}}, "10.0.0.1", ""},
-		{"one more than even: still none", []held{{"10.0.0.1", 7}, {"10.0.0.9", 8}}, "10.0.0.1", ""},
-		{"two more: the heavier gives one", []held{{"10.0.0.1", 6}, {"10.0.0.9", 8}}, "10.0.0.1", "10.0.0.9"},
-		{"the heaviest of three gives", []held{{"10.0.0.1", 2}, {"10.0.0.8", 5}, {"10.0.0.9", 9}}, "10.0.0.7", "10.0.0.9"},
-		{"a tie goes to the smaller address", []held{{"10.0.0.8", 4}, {"10.0.0.9", 4}}, "10.0.0.1", "10.0.0.8"},
-		{"spread over many addresses: none", []held{{"10.0.0.8", 1}, {"10.0.0.9", 1}}, "10.0.0.1", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newListener(nil, nil, testLimits)
-			for _, h := range tt.held {
-				for range h.n {
-					l.open.Add(h.address, &connection{address: h.address, state: connActive})
-				}
-			}
-			victim := l.givesWay(tt.newcomer, connSilent)
-			got := ""
-			if victim != nil {
-				got = victim.address
-				if victim != l.open.Held(got)[0] {
-					t.Errorf("the victim is not its address's oldest")
-				}
-			}
-			if got != tt.want {
-				t.Errorf("givesWay(%s) took from %q, want %q", tt.newcomer, got, tt.want)
-			}
-		})
-	}
-}
-
 // closeRecorder is a connection that records its Close, and is never read.
 type closeRecorder struct {
 	net.Conn
@@ -193,7 +146,7 @@ func TestFairListenerPlaces(t *testing.T) {
 				if step.arrives != "" {
 					recorders[step.arrives] = &closeRecorder{}
 					conns[step.arrives] = &connection{Conn: recorders[step.arrives], listener: l, address: "10.0.0." + step.arrives[:1],
-						state: map[string]connState{"": connActive, "silent": connSilent, "handshake": connHandshake, "new": connNew, "idle": connIdle}[step.doing],
+						state: map[string]fair.State{"": fair.Active, "silent": fair.Silent, "handshake": fair.Handshake, "new": fair.New, "idle": fair.Idle}[step.doing],
 						since: now}
 					l.place(conns[step.arrives], l.ownYieldsUpTo())
 				}
@@ -201,7 +154,9 @@ func TestFairListenerPlaces(t *testing.T) {
 					l.release(conns[step.closes]) // as its Close does, which the test does not record
 				}
 				got := step
+				l.mu.Lock()
 				got.admitted, got.closed, got.full = nil, nil, l.full(l.ownYieldsUpTo())
+				l.mu.Unlock()
 				for _, c := range admitted {
 					for name, known := range conns {
 						if known == c {
@@ -232,7 +187,7 @@ func TestFairListenerPlaces(t *testing.T) {
 // until it sends a request, idle once answered, and holds no place once closed.
 func TestConnectionStates(t *testing.T) {
 	tcp, _, client := serveTLS(t)
-	states := func() (states []connState) {
+	states := func() (states []fair.State) {
 		tcp.mu.Lock()
 		defer tcp.mu.Unlock()
 		for c := range tcp.open.All() {
@@ -245,11 +200,11 @@ func TestConnectionStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fixtures.Poll(t, "the connection is served, with no request yet", func() bool { return slices.Equal(states(), []connState{connNew}) })
+	fixtures.Poll(t, "the connection is served, with no request yet", func() bool { return slices.Equal(states(), []fair.State{fair.New}) })
 	if err := request(conn); err != nil {
 		t.Fatal(err)
 	}
-	fixtures.Poll(t, "the connection is idle, answered", func() bool { return slices.Equal(states(), []connState{connIdle}) })
+	fixtures.Poll(t, "the connection is idle, answered", func() bool { return slices.Equal(states(), []fair.State{fair.Idle}) })
 	conn.Close()
 	fixtures.Poll(t, "the closed connection holds no place", func() bool { return len(states()) == 0 })
 }
@@ -376,13 +331,13 @@ func TestServedWithUnreadBytesDoesNotGiveWay(t *testing.T) {
 		if _, err := client.Write([]byte(data)); err != nil {
 			t.Fatal(err)
 		}
-		c := &connection{Conn: server, listener: l, address: "127.0.0.1", state: connNew}
+		c := &connection{Conn: server, listener: l, address: "127.0.0.1", state: fair.New}
 		l.open.Add(c.address, c)
 		served = append(served, c)
 	}
 	fixtures.Poll(t, "the request's bytes arrive", func() bool { return hasUnreadBytes(served[0].Conn) })
 	newcomer := &connection{Conn: &closeRecorder{}, listener: l, address: "127.0.0.1"}
-	l.place(newcomer, connNew)
+	l.place(newcomer, fair.New)
 	held := l.open.Held("127.0.0.1")
 	if !slices.Contains(held, newcomer) || !slices.Contains(held, served[0]) || slices.Contains(held, served[1]) {
 		t.Errorf("places held by the newcomer %t, the one with a request %t, the silent one %t; want true, true, false",
@@ -399,7 +354,7 @@ func TestFullLeavesConnectionsInTheBacklog(t *testing.T) {
 		l := newListener(inner, nil, testLimits)
 		l.limits.MaxConns = 1
 		l.startHandshake = func(c *connection) { // it carries a request at once
-			c.state = connActive
+			c.state = fair.Active
 			go func() {
 				defer l.inFlight.Done()
 				l.done <- c

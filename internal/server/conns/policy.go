@@ -3,92 +3,70 @@ package conns
 import (
 	"slices"
 	"time"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 )
 
-// giveWayOrder ranks the states that do no work for their client, first
-// to give way first, as each connState's doc says; connActive, a
-// connection carrying a request, and connClosed have no rank.
-var giveWayOrder = map[connState]int{connSilent: 1, connNew: 2, connHandshake: 3, connIdle: 4}
-
-// givesWay is the port's one rule, the gate's too: when every place is
-// taken, the address holding the most gives way, by giveWayOrder, and to a
-// newcomer from a lighter address then its oldest, if it would still hold
-// more. To its own, nothing beyond ownUpTo, and one served only once it has
-// sent no request for QuietFloor; when it holds every place, then the one
-// idle the longest, as long: a pool that carries traffic reuses its
-// connections far sooner, a parked flood does not (nginx's
-// ngx_drain_connections). A served one whose client has sent bytes not read
-// yet carries a request, and stays. nil: the newcomer is reset.
-func (l *Listener) givesWay(newcomer string, ownUpTo connState) *connection {
+// snapshot is what fair.GiveWay reads of l's connections for a newcomer
+// from address, and the connections its indexes name; l.mu held.
+func (l *Listener) snapshot(newcomer string, ownUpTo fair.State) (fair.Port, []*connection) {
 	heaviest := l.open.Heaviest()
-	held := l.open.Held(heaviest)
-	most := len(giveWayOrder)
-	if heaviest == newcomer {
-		most = giveWayOrder[ownUpTo]
+	held := slices.Clone(l.open.Held(heaviest))
+	p := fair.Port{Newcomer: newcomer, OwnUpTo: ownUpTo, Heaviest: heaviest, Held: make([]fair.Conn, len(held)),
+		NewcomerHolds: l.open.Count(newcomer), Total: l.open.Total(), Now: l.now(), QuietFloor: l.limits.QuietFloor}
+	for i, c := range held {
+		p.Held[i] = fair.Conn{State: c.state, Since: c.since}
 	}
-	var victim *connection
-	for _, c := range held {
-		if heaviest == newcomer && c.state == connNew && l.now().Sub(c.since) < l.limits.QuietFloor {
-			continue // served a moment ago: its first request is on its way
+	return p, held
+}
+
+// unread peeks at held[i], for fair.GiveWay: a system call, made with l.mu let go.
+func unread(held []*connection) func(i int) bool {
+	return func(i int) bool { return hasUnreadBytes(held[i].Conn) }
+}
+
+// full says, l.mu held, whether one address holds every place and none
+// would give way to its own, by ownUpTo: the kernel's backlog then keeps
+// the next connection until one would, where place would reset it. It lets
+// l.mu go while it peeks.
+func (l *Listener) full(ownUpTo fair.State) bool {
+	if l.closed || l.open.Total() < l.limits.MaxConns || l.open.Addresses() != 1 {
+		return false
+	}
+	p, held := l.snapshot(l.open.Heaviest(), ownUpTo)
+	l.mu.Unlock()
+	defer l.mu.Lock()
+	return fair.GiveWay(p, unread(held)) < 0
+}
+
+// waitForRoom returns, l.mu held, once the port is not full, and the
+// ownUpTo it judged by. A quiet connection may give way once quiet long
+// enough: it wakes then too.
+func (l *Listener) waitForRoom() fair.State {
+	ownUpTo := l.ownYieldsUpTo()
+	for seen := l.changes; l.full(ownUpTo); seen = l.changes {
+		var wake *time.Timer
+		p, _ := l.snapshot(l.open.Heaviest(), ownUpTo)
+		if after, ok := fair.UntilQuiet(p); ok {
+			wake = time.AfterFunc(max(after, 10*time.Millisecond), l.wakeAcceptLoop)
 		}
-		if rank := giveWayOrder[c.state]; rank > 0 && rank <= most && (victim == nil || rank < giveWayOrder[victim.state]) &&
-			(!c.state.served() || !hasUnreadBytes(c.Conn)) {
-			victim = c
+		for l.changes == seen {
+			l.room.Wait()
 		}
-	}
-	switch {
-	case victim != nil:
-	case heaviest != newcomer && len(held) > l.open.Count(newcomer)+1:
-		victim = held[0]
-	case heaviest == newcomer && len(held) == l.open.Total():
-		victim = l.idleLongest(held)
-	}
-	return victim
-}
-
-// idleLongest is held's connection idle the longest, if for QuietFloor, and not sending.
-func (l *Listener) idleLongest(held []*connection) *connection {
-	longest := quietest(held, connIdle)
-	if longest == nil || l.now().Sub(longest.since) < l.limits.QuietFloor || hasUnreadBytes(longest.Conn) {
-		return nil
-	}
-	return longest
-}
-
-// untilQuietGivesWay is how long until the heaviest address's quietest
-// served connection may give way to its own; false when none is served and quiet.
-func (l *Listener) untilQuietGivesWay() (time.Duration, bool) {
-	c := quietest(l.open.Held(l.open.Heaviest()), connIdle, connNew)
-	if c == nil {
-		return 0, false
-	}
-	return l.limits.QuietFloor - l.now().Sub(c.since), true
-}
-
-// quietest is held's connection in one of states the longest, or nil.
-func quietest(held []*connection, states ...connState) *connection {
-	var longest *connection
-	for _, c := range held {
-		if slices.Contains(states, c.state) && (longest == nil || c.since.Before(longest.since)) {
-			longest = c
+		if wake != nil {
+			wake.Stop()
 		}
+		ownUpTo = l.ownYieldsUpTo()
 	}
-	return longest
+	return ownUpTo
 }
 
-// full says whether one address holds every place and none would give way
-// to its own, by ownUpTo: the kernel's backlog then keeps the next connection
-// until one would, where place would reset it.
-func (l *Listener) full(ownUpTo connState) bool {
-	return !l.closed && l.open.Total() >= l.limits.MaxConns && l.open.Addresses() == 1 && l.givesWay(l.open.Heaviest(), ownUpTo) == nil
-}
-
-// ownYieldsUpTo is the last state, in giveWayOrder, in which a connection
-// gives way to a newcomer of its own address: connNew too once no
-// handshake waits for a place, so that the newcomer's can start at once.
-func (l *Listener) ownYieldsUpTo() connState {
+// ownYieldsUpTo is the last state in which a connection gives way to a
+// newcomer of its own address: fair.New too while no handshake waits for a
+// place, so that the newcomer's can start at once.
+func (l *Listener) ownYieldsUpTo() fair.State {
 	if _, waiting := l.handshakes.Holders(); waiting > 0 {
-		return connSilent
+		return fair.Silent
 	}
-	return connNew
+	return fair.New
 }
