@@ -68,7 +68,8 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	}
 	// The walk of a review, from the server to the decision and back, is
 	// internal/admission's package doc.
-	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts, nil))
+	limits := defaultLimits()
+	mgr, err := server.New(cfg, limits.server, admission.Path, admission.NewHandler(opts, limits.review, nil))
 	if err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func serve(cfg server.Config, opts mutate.Options) error {
 		"clientCAName", cfg.ClientCAName, "clientCNName", cfg.ClientCNName,
 		"flyteTaskSelector", opts.FlyteTaskSelector.String(), "containerName", opts.ContainerName,
 		"injectAs", opts.InjectAs, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid,
-		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit)
+		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit, "limits", limits)
 	// The first SIGTERM or SIGINT starts the drain; a second exits at once.
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
@@ -100,7 +101,7 @@ func readInput(file string, stdin io.Reader) ([]byte, error) {
 }
 
 func readBounded(r io.Reader) ([]byte, error) {
-	return io.ReadAll(io.LimitReader(r, server.DefaultLimits().MaxBodyBytes))
+	return io.ReadAll(io.LimitReader(r, defaultLimits().review.MaxBodyBytes))
 }
 
 // subcommandFlags is a subcommand's flag set: its errors, and usage followed

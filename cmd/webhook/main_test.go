@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -310,7 +309,7 @@ func TestFallbackWorkerCommandFlagIsSplitAsAShellWould(t *testing.T) {
 // file and from standard input: each is read as far as the bound, no
 // further, so that -f FILE holds no more memory than -f - does.
 func TestReadInputBoundsFileAsStdin(t *testing.T) {
-	bound := server.DefaultLimits().MaxBodyBytes
+	bound := defaultLimits().review.MaxBodyBytes
 	input := bytes.Repeat([]byte("x"), int(bound)+1)
 	path := filepath.Join(t.TempDir(), "big.yaml")
 	if err := os.WriteFile(path, input, 0o600); err != nil {

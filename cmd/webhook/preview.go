@@ -44,7 +44,7 @@ func runPreview(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 
 	var decision mutate.Decision
-	handler := admission.NewHandler(opts, func(d mutate.Decision) { decision = d })
+	handler := admission.NewHandler(opts, defaultLimits().review, func(d mutate.Decision) { decision = d })
 	resp := previewCreate(handler, object, gvk)
 	printDecision(stderr, decision, resp.Warnings)
 	if !resp.Allowed {

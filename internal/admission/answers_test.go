@@ -42,7 +42,7 @@ func TestAnswersAsWebhook(t *testing.T) {
 	}
 
 	t.Run("a decision that panics", func(t *testing.T) {
-		panicking := NewHandler(mutate.DefaultOptions(), func(mutate.Decision) { panic("observed") })
+		panicking := NewHandler(mutate.DefaultOptions(), DefaultLimits(), func(mutate.Decision) { panic("observed") })
 		rec := compareAnswers(t, panicking, hostileInput{body: valid}.request)
 		if !bytes.Contains(rec.Body.Bytes(), []byte(`"code":500`)) {
 			t.Errorf("not a 500 review: %s", rec.Body)

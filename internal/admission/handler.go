@@ -1,13 +1,14 @@
 // Package admission serves the webhook's decision, mutate.Decide, as a
 // Kubernetes mutating admission webhook. cmd/webhook makes the Handler
-// (NewHandler) and gives it to internal/server (server.New), which serves it
-// at Path behind its bounds on connections and requests.
+// (NewHandler, with its Limits) and gives it to internal/server
+// (server.New), which serves it at Path behind its bounds on connections
+// and requests; neither package imports the other.
 //
 // A review goes down one path, a file a step:
 //
-//  1. limits.go: the limiter reads the body whole, once, within
-//     server.Limits' bounds on bodies (one cap, its bytes counted in one
-//     budget), then takes a place among the reviews being decided, so that
+//  1. limits.go: the limiter reads the body whole, once, within Limits'
+//     bounds on bodies (one cap, its bytes counted in one budget), then
+//     takes a place among the reviews being decided (a fair.Gate), so that
 //     no review waits for a client; it answers what it refuses;
 //  2. read.go: readReview decodes the AdmissionReview and its MPIJob in one
 //     pass (decodeReview); a body it cannot read, which no API server
@@ -35,7 +36,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
 // Path is where the webhook is served.
@@ -51,12 +51,13 @@ type Handler struct {
 	limiter *limiter
 }
 
-// NewHandler returns the handler the server runs: it decides with opts,
-// counts each decision in flyte_mpi_webhook_decisions_total, and gives it
-// to observe too, when observe is not nil.
-func NewHandler(opts mutate.Options, observe func(mutate.Decision)) *Handler {
+// NewHandler returns the handler the server runs: it reads and decides
+// each review within limits, decides with opts, counts each decision in
+// flyte_mpi_webhook_decisions_total, and gives it to observe too, when
+// observe is not nil.
+func NewHandler(opts mutate.Options, limits Limits, observe func(mutate.Decision)) *Handler {
 	return &Handler{opts: opts, jobs: mutate.NewJobDecoder(opts.FlyteTaskSelector), observe: observe,
-		log: logf.Log.WithName("admission"), limiter: newLimiter(server.DefaultLimits())}
+		log: logf.Log.WithName("admission"), limiter: newLimiter(limits)}
 }
 
 // ServeHTTP answers an AdmissionReview: read, decode, decide, answer, write.

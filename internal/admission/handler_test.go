@@ -113,7 +113,7 @@ func applyPatch(t testing.TB, object []byte, resp *admissionv1.AdmissionResponse
 
 // newHandler is the webhook with the default options.
 func newHandler() *Handler {
-	return NewHandler(mutate.DefaultOptions(), nil)
+	return NewHandler(mutate.DefaultOptions(), DefaultLimits(), nil)
 }
 
 // TestAdmitFlyteHorovodJob runs Flyte's own MPIJobs through the handler and

@@ -12,8 +12,46 @@ import (
 	"time"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
+
+// Limits are the review's bounds: on bodies, and on the reviews being
+// decided. cmd/webhook builds them beside internal/server's from one
+// table, and logs them at start; docs/RELIABILITY.md says why each is what
+// it is. Each field's default is DefaultLimits'.
+type Limits struct {
+	// MaxBodyBytes bounds a body's Content-Length. Defaults to 3 MiB.
+	MaxBodyBytes int64
+	// MaxBufferedBytes caps the Content-Length of the bodies arriving or being answered. Defaults to 6 MiB.
+	MaxBufferedBytes int64
+	// SmallRequestReserve is the part of MaxBufferedBytes kept for bodies of at most SmallRequestBytes.
+	// Defaults to 2 MiB.
+	SmallRequestReserve int64
+	// SmallRequestBytes is the largest body SmallRequestReserve is kept for. Defaults to 256 KiB.
+	SmallRequestBytes int64
+	// MaxDeciding caps the requests being decided at once. Defaults to 4.
+	MaxDeciding int
+	// DecideWait is how long a request waits for its turn to be decided. Defaults to 5s.
+	DecideWait time.Duration
+	// RetryAfter is the Retry-After of a 503. Defaults to 1s.
+	RetryAfter time.Duration
+	// ReadTimeout is the server's, which bounds a whole request from its first byte: a large body
+	// waits as long for the budget, and one that has not arrived by then is answered 408. Defaults to 10s.
+	ReadTimeout time.Duration
+}
+
+// DefaultLimits returns the bounds the webhook runs with.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBodyBytes:        3 << 20, // the API server's own bound on a request body
+		MaxBufferedBytes:    6 << 20,
+		SmallRequestReserve: 2 << 20,
+		SmallRequestBytes:   256 << 10,       // a Flyte MPIJob's review is a few KiB
+		MaxDeciding:         4,               // twice the Deployment's cores
+		DecideWait:          5 * time.Second, // the API server's timeoutSeconds
+		RetryAfter:          time.Second,
+		ReadTimeout:         10 * time.Second,
+	}
+}
 
 var (
 	errBusy    = errors.New("the webhook is busy: too many requests in flight, or too many request bytes held")
@@ -23,7 +61,7 @@ var (
 // limiter holds what MaxDeciding and MaxBufferedBytes bound: the reviews
 // being decided, and the bytes of their bodies.
 type limiter struct {
-	server.Limits
+	Limits
 	deciding   *fair.Gate
 	errTooSlow error
 
@@ -33,7 +71,7 @@ type limiter struct {
 	freed    chan struct{} // closed, and replaced, when bytes are given back
 }
 
-func newLimiter(limits server.Limits) *limiter {
+func newLimiter(limits Limits) *limiter {
 	return &limiter{Limits: limits, deciding: fair.NewGate(limits.MaxDeciding),
 		errTooSlow: fmt.Errorf("the body did not arrive within %s", limits.ReadTimeout), freed: make(chan struct{})}
 }

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
 // limited serves a request as Handler.ServeHTTP serves a review: behind
@@ -130,10 +129,10 @@ func idle(l *limiter) bool {
 }
 
 func TestLimitBodySize(t *testing.T) {
-	l := newLimiter(server.DefaultLimits())
+	l := newLimiter(DefaultLimits())
 	srv := httptest.NewServer(limited(l, readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
-	maxBody := server.DefaultLimits().MaxBodyBytes
+	maxBody := DefaultLimits().MaxBodyBytes
 	atLimit := bytes.Repeat([]byte("x"), int(maxBody))
 	for _, tt := range []struct {
 		name          string
@@ -180,7 +179,7 @@ func TestLimitBodyFailsMidway(t *testing.T) {
 
 // TestLimitServesOnlyPOST checks that a request the API server never sends is refused before any body is read.
 func TestLimitServesOnlyPOST(t *testing.T) {
-	srv := httptest.NewServer(limited(newLimiter(server.DefaultLimits()), readingHandler{}))
+	srv := httptest.NewServer(limited(newLimiter(DefaultLimits()), readingHandler{}))
 	t.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL)
 	if err != nil {
@@ -199,7 +198,7 @@ func TestLimitServesOnlyPOST(t *testing.T) {
 // waits where it must.
 func TestLimitDecidingSharedByAddress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(server.DefaultLimits())
+		l := newLimiter(DefaultLimits())
 		l.deciding = fair.NewGate(2)
 		h := readingHandler{entered: make(chan string, 8), gate: make(chan struct{})}
 		var answers []*httptest.ResponseRecorder
@@ -261,7 +260,7 @@ func write(t *testing.T, w io.Writer, n int) {
 // that a small body still gets through, aborting the oldest slow body, and
 // that the bytes it frees go to the body that waits.
 func TestLimitSlowBodies(t *testing.T) {
-	l := newLimiter(server.DefaultLimits())
+	l := newLimiter(DefaultLimits())
 	l.MaxBufferedBytes, l.SmallRequestReserve, l.SmallRequestBytes = 64<<10, 16<<10, 8<<10
 	srv := httptest.NewServer(limited(l, readingHandler{}))
 	t.Cleanup(srv.Close) // after the bodies still arriving are closed
@@ -315,7 +314,7 @@ func TestLimitNoBudgetWhileAnswering(t *testing.T) {
 		{"a small body", 12 << 10, 8 << 10, 16 << 10, 0, 16 << 10, reply{Status: 503, RetryAfter: "1", Body: errBusy.Error()}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			limits := server.DefaultLimits()
+			limits := DefaultLimits()
 			limits.MaxBufferedBytes, limits.SmallRequestReserve, limits.SmallRequestBytes, limits.ReadTimeout = tt.maxBytes, tt.reserve, tt.smallAt, 100*time.Millisecond
 			l := newLimiter(limits)
 			h := readingHandler{entered: make(chan string, 8), gate: make(chan struct{})}

@@ -118,7 +118,7 @@ func TestNoAnnotationTouchesAnythingElse(t *testing.T) {
 				})
 				opts := mutate.DefaultOptions()
 				opts.InjectAs = mode
-				resp := responseTo(t, NewHandler(opts, nil), reviewOf(t, "v2beta1", "CREATE", object))
+				resp := responseTo(t, NewHandler(opts, DefaultLimits(), nil), reviewOf(t, "v2beta1", "CREATE", object))
 				if !resp.Allowed || len(resp.Patch) == 0 {
 					t.Fatalf("want a patch, got %+v", resp)
 				}

@@ -63,7 +63,7 @@ func servedRequests(t testing.TB) []servedRequest {
 		requests = append(requests, servedRequest{in.input, rawRequest(method, len(in.body), "Content-Type: "+contentType), in.body})
 	}
 	valid := reviewOf(t, "v1", "CREATE", sampleJob(t, "v1", annotate(mutate.AnnotationTaskCustom, flytekitCustom)))
-	capped := server.DefaultLimits().MaxBodyBytes
+	capped := DefaultLimits().MaxBodyBytes
 	padded := func(n int64) []byte { // the reference padded with blanks to n bytes
 		return append(append([]byte{}, valid...), bytes.Repeat([]byte(" "), int(n)-len(valid))...)
 	}
@@ -100,7 +100,7 @@ func TestServedAnswers(t *testing.T) {
 	cfg.Host, cfg.Port, cfg.CertDir = "127.0.0.1", l.Addr().(*net.TCPAddr).Port, certDir
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress, cfg.ShutdownDrain = "0", "0", 0
 	l.Close()
-	mgr, err := server.New(cfg, Path, NewHandler(mutate.DefaultOptions(), nil))
+	mgr, err := server.New(cfg, server.DefaultLimits(), Path, NewHandler(mutate.DefaultOptions(), DefaultLimits(), nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestCertificateExpiry(t *testing.T) {
 
 	cfg := DefaultConfig()
 	cfg.CertDir = dir
-	if _, err := New(cfg, "/mutate", http.NotFoundHandler()); err != nil {
+	if _, err := New(cfg, DefaultLimits(), "/mutate", http.NotFoundHandler()); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := expirySeconds(t); !ok || got != float64(first.Cert.NotAfter.Unix()) {

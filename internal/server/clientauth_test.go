@@ -145,7 +145,7 @@ func TestClientCANameRefusedByNew(t *testing.T) {
 			cfg := server.DefaultConfig()
 			cfg.Host, cfg.CertDir, cfg.ClientCAName, cfg.ClientCNName = "127.0.0.1", certDir, tc.caName, tc.cn
 			cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
-			_, err := server.New(cfg, admission.Path, admission.NewHandler(mutate.DefaultOptions(), nil))
+			_, err := server.New(cfg, server.DefaultLimits(), admission.Path, admission.NewHandler(mutate.DefaultOptions(), admission.DefaultLimits(), nil))
 			if err == nil {
 				t.Fatalf("New succeeded; want an error with %q", tc.wantInError)
 			}

@@ -42,7 +42,7 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "answered")
 	})
-	mgr, err := New(cfg, "/fast", hook)
+	mgr, err := New(cfg, DefaultLimits(), "/fast", hook)
 	if err != nil {
 		t.Fatal(err)
 	}

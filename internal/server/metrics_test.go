@@ -31,7 +31,7 @@ func TestWebhookMetrics(t *testing.T) {
 	cfg := server.DefaultConfig()
 	cfg.Host, cfg.Port, cfg.CertDir, cfg.ShutdownDrain = "127.0.0.1", port, certDir, 0
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = metricsAddr, "0"
-	mgr, err := server.New(cfg, path, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	mgr, err := server.New(cfg, server.DefaultLimits(), path, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
 // Package server serves an admission handler over TLS, with health probes
 // and metrics, from a controller-runtime manager, as its webhook.Server.
 // The binary, the envtest suites and the benchmarks' no-op webhook build it
-// with New. Its Limits are every bound on what a client can make the webhook
-// hold, a layer a room: connections and TLS handshakes (package conns), the
-// HTTP requests (server.go), TLS (tls.go), the drain (drain.go), the probe
-// and metrics ports (probes.go); bodies and reviews being decided are
-// internal/admission's, which reads its bounds from here.
+// with New. Its Limits are its bounds on what a client can make it hold, a
+// layer a room: connections and TLS handshakes (package conns), the HTTP
+// requests (server.go), TLS (tls.go), the drain (drain.go), the probe and
+// metrics ports (probes.go). It knows no handler's package: bodies and
+// reviews being decided are internal/admission's, with bounds of its own.
 package server
 
 import (
@@ -86,8 +86,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// New builds the manager that serves hook at path, and drains when its context ends (drain).
-func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
+// New builds the manager that serves hook at path within limits, and drains when its context ends (drain).
+func New(cfg Config, limits Limits, path string, hook http.Handler) (manager.Manager, error) {
 	if cfg.ClientCAName == "" && cfg.ClientCNName != "" && cfg.ClientCNName != DefaultClientCNName {
 		return nil, fmt.Errorf("--client-cn-name=%s without --client-ca-name: no client certificate is asked for, so no name would be checked",
 			cfg.ClientCNName)
@@ -97,7 +97,6 @@ func New(cfg Config, path string, hook http.Handler) (manager.Manager, error) {
 		return nil, err
 	}
 	servingCertificates.Store(certs)
-	limits := DefaultLimits()
 	webhookServer := &webhookServer{config: cfg, limits: limits, tls: tlsConfig, certs: certs, drainDone: time.After,
 		hooks: webhook.NewServer(webhook.Options{WebhookMux: http.NewServeMux()})}
 	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
@@ -175,8 +174,7 @@ func (s *webhookServer) Start(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(listener) }()
 	s.serving.Store(true)
-	log.Info("serving", "address", address, "clientCAName", s.config.ClientCAName, "shutdownDrain", s.config.ShutdownDrain,
-		"limits", s.limits)
+	log.Info("serving", "address", address, "clientCAName", s.config.ClientCAName, "shutdownDrain", s.config.ShutdownDrain)
 
 	select {
 	case err := <-served:

@@ -36,7 +36,7 @@ func freeAddress(t *testing.T) (string, int) {
 func start(t *testing.T, cfg server.Config) {
 	t.Helper()
 	cfg.ShutdownDrain = 0
-	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(mutate.DefaultOptions(), nil))
+	mgr, err := server.New(cfg, server.DefaultLimits(), admission.Path, admission.NewHandler(mutate.DefaultOptions(), admission.DefaultLimits(), nil))
 	if err != nil {
 		t.Fatal(err)
 	}

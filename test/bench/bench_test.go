@@ -193,7 +193,7 @@ func serveArms(ctx context.Context, env *framework.Env) []arm {
 		if a.name == plainArm {
 			servePlain(serving, port, env.ServingCertDir(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.calls.Add(1); reference.ServeHTTP(w, r) }))
 		} else {
-			mgr, err := server.New(server.Config{Host: "127.0.0.1", Port: port, CertDir: env.ServingCertDir(), MetricsBindAddress: "0", HealthProbeBindAddress: "0"}, admission.Path,
+			mgr, err := server.New(server.Config{Host: "127.0.0.1", Port: port, CertDir: env.ServingCertDir(), MetricsBindAddress: "0", HealthProbeBindAddress: "0"}, server.DefaultLimits(), admission.Path,
 				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.calls.Add(1); reference.ServeHTTP(w, r) }))
 			Expect(err).NotTo(HaveOccurred())
 			go func() { defer GinkgoRecover(); Expect(mgr.Start(serving)).To(Succeed()) }()
@@ -248,7 +248,7 @@ func webhookPatch(env *framework.Env) []byte {
 		bytes.NewReader(fixtures.Review(fixtures.MustJSON(job), fixtures.MPIJob(env.Version), admissionv1.Create)))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
-	admission.NewHandler(mutate.DefaultOptions(), nil).ServeHTTP(rec, req)
+	admission.NewHandler(mutate.DefaultOptions(), admission.DefaultLimits(), nil).ServeHTTP(rec, req)
 	var answer admissionv1.AdmissionReview
 	Expect(json.Unmarshal(rec.Body.Bytes(), &answer)).To(Succeed(), rec.Body.String())
 	Expect(answer.Response.Patch).NotTo(BeEmpty())

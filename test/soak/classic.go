@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 )
 
@@ -109,14 +109,14 @@ func drain(w *webhook, legit []byte, want string) bool {
 }
 
 // smallTrickle runs -tricklers connections that each declare a small body,
-// a 32nd of the webhook's budget of body bytes (server.DefaultLimits().MaxBufferedBytes),
+// a 32nd of the webhook's budget of body bytes (admission.DefaultLimits().MaxBufferedBytes),
 // and send it at 8 KiB/s: 32 of them fill the budget to its last byte, so
 // that a review finds room only where the oldest of them is aborted.
 func smallTrickle(ctx context.Context, w *webhook) string {
 	var trickled, requests atomic.Int64
-	trickle(ctx, w, server.DefaultLimits().MaxBufferedBytes/32, 8<<10, &trickled, &requests)
+	trickle(ctx, w, admission.DefaultLimits().MaxBufferedBytes/32, 8<<10, &trickled, &requests)
 	return fmt.Sprintf("%d tricklers of %d bytes wrote %d MiB in %d requests",
-		*tricklers, server.DefaultLimits().MaxBufferedBytes/32, trickled.Load()>>20, requests.Load())
+		*tricklers, admission.DefaultLimits().MaxBufferedBytes/32, trickled.Load()>>20, requests.Load())
 }
 
 // trickle runs -tricklers connections that each declare a body of size,

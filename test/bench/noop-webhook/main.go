@@ -26,7 +26,7 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	// internal/admission.Path, which this binary does not link.
-	mgr, err := server.New(cfg, "/mutate-mpijob", refhook.Handler(nil))
+	mgr, err := server.New(cfg, server.DefaultLimits(), "/mutate-mpijob", refhook.Handler(nil))
 	if err == nil {
 		err = mgr.Start(ctrl.SetupSignalHandler())
 	}

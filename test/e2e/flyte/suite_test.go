@@ -119,7 +119,7 @@ func expectedJob(name, namespace string, opts mutate.Options) *unstructured.Unst
 	object := fixtures.MustJSON(job)
 	var review admissionv1.AdmissionReview
 	Expect(json.Unmarshal(fixtures.Review(object, fixtures.MPIJob("v1"), admissionv1.Create), &review)).To(Succeed())
-	resp := admission.NewHandler(opts, nil).HandleRequest(review.Request)
+	resp := admission.NewHandler(opts, admission.DefaultLimits(), nil).HandleRequest(review.Request)
 	Expect(resp.Allowed).To(BeTrue(), "the webhook denies testdata's %s: %v", name, resp.Result)
 	if len(resp.Patch) > 0 {
 		patch, err := jsonpatch.DecodePatch(resp.Patch)

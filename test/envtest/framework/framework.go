@@ -164,7 +164,7 @@ func (e *Env) WarningClient() (client.Client, *WarningRecorder, error) {
 // serve runs one webhook server until serving ends, and waits for it to
 // serve TLS. The channel it returns is closed once the server has stopped.
 func (e *Env) serve(ctx, serving context.Context, cfg server.Config, opts mutate.Options) (<-chan struct{}, error) {
-	mgr, err := server.New(cfg, admission.Path, admission.NewHandler(opts, nil))
+	mgr, err := server.New(cfg, server.DefaultLimits(), admission.Path, admission.NewHandler(opts, admission.DefaultLimits(), nil))
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package server_test
+package main
 
 import (
 	"fmt"
@@ -8,13 +8,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
 
 // TestReliabilityTable holds docs/RELIABILITY.md's table of the bounds to
-// server.DefaultLimits as the "serving" line logs them (Limits.MarshalLog):
-// every field, each with its value, and nothing else.
+// the webhook's, defaultLimits, as the "starting" line logs them
+// (limits.MarshalLog): every field, each with its value, and nothing else.
 func TestReliabilityTable(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/RELIABILITY.md")
 	if err != nil {
@@ -29,14 +27,14 @@ func TestReliabilityTable(t *testing.T) {
 		cells := strings.Split(strings.Trim(row, "| "), " | ")
 		documented[strings.Trim(cells[0], "`")] = cells[len(cells)-1]
 	}
-	if diff := cmp.Diff(documented, asDocumented(server.DefaultLimits())); diff != "" {
-		t.Errorf("docs/RELIABILITY.md's table of bounds (-documented +DefaultLimits):\n%s", diff)
+	if diff := cmp.Diff(documented, asDocumented(defaultLimits())); diff != "" {
+		t.Errorf("docs/RELIABILITY.md's table of bounds (-documented +defaultLimits):\n%s", diff)
 	}
 }
 
 // asDocumented is what the log shows of limits, written as the table writes
 // it: durations as the log has them, byte counts in KiB or MiB.
-func asDocumented(limits server.Limits) map[string]string {
+func asDocumented(limits limits) map[string]string {
 	out := map[string]string{}
 	for name, value := range limits.MarshalLog().(map[string]any) {
 		out[name] = fmt.Sprint(value)
