@@ -9,18 +9,9 @@ package fair
 
 import (
 	"iter"
-	"net"
+	"maps"
 	"slices"
 )
-
-// ClientAddress is the address part of a remote address: the client's IP.
-func ClientAddress(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return remote
-	}
-	return host
-}
 
 // Shares is what each client address holds, oldest first. Its zero value
 // holds nothing; it is not safe for concurrent use.
@@ -57,18 +48,8 @@ func (s *Shares[T]) Remove(address string, t T) bool {
 // Held is what address holds, oldest first; the caller must not change it.
 func (s *Shares[T]) Held(address string) []T { return s.byAddress[address] }
 
-// All is what every address holds.
-func (s *Shares[T]) All() iter.Seq[T] {
-	return func(yield func(T) bool) {
-		for _, held := range s.byAddress {
-			for _, t := range held {
-				if !yield(t) {
-					return
-				}
-			}
-		}
-	}
-}
+// All is what each address holds; the caller must not change it.
+func (s *Shares[T]) All() iter.Seq2[string, []T] { return maps.All(s.byAddress) }
 
 // Count is how many address holds.
 func (s *Shares[T]) Count(address string) int { return len(s.byAddress[address]) }

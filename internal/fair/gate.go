@@ -2,9 +2,20 @@ package fair
 
 import (
 	"errors"
+	"net"
 	"sync"
 	"time"
 )
+
+// ClientAddress is the address part of a remote address: the client's IP,
+// by which a Gate, and the connection layer, share their places.
+func ClientAddress(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
+}
 
 var errTimeout = errors.New("no place came free in time")
 

@@ -74,14 +74,12 @@ type Port struct {
 
 // GiveWay is the index in p.Held of the connection that gives way to p's
 // newcomer, or -1: the newcomer is reset. The address holding the most
-// gives way, by the states' order, and to a newcomer from a lighter address
-// then its oldest, if it would still hold more. To its own, nothing beyond
-// OwnUpTo, and one served only once it has sent no request for QuietFloor;
-// when it holds every place, then the one idle the longest, as long: a pool
-// that carries traffic reuses its connections far sooner, a parked flood
-// does not (nginx's ngx_drain_connections). unread(i) says whether Held[i]'s
-// client has sent bytes not read yet (a peek, a system call): it is asked
-// only of a served connection that would otherwise give way.
+// gives way, by the states' order, each as its doc says, and to a newcomer
+// from a lighter address then its oldest, if it would still hold more: a
+// pool that carries traffic reuses its connections far sooner than
+// QuietFloor, a parked flood does not (nginx's ngx_drain_connections).
+// unread(i) peeks at Held[i] (a system call): it is asked only of a served
+// connection that would otherwise give way.
 func GiveWay(p Port, unread func(i int) bool) int {
 	own := p.Heaviest == p.Newcomer
 	most := Idle

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -203,8 +204,8 @@ func (l *Listener) WaitForRequests(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		for c := range l.open.All() {
-			if c.state == fair.New {
+		for _, held := range l.open.All() {
+			if slices.ContainsFunc(held, func(c *connection) bool { return c.state == fair.New }) {
 				return false, nil
 			}
 		}

@@ -190,8 +190,10 @@ func TestConnectionStates(t *testing.T) {
 	states := func() (states []fair.State) {
 		tcp.mu.Lock()
 		defer tcp.mu.Unlock()
-		for c := range tcp.open.All() {
-			states = append(states, c.state)
+		for _, held := range tcp.open.All() {
+			for _, c := range held {
+				states = append(states, c.state)
+			}
 		}
 		return states
 	}
