@@ -527,7 +527,7 @@ BENCH_COUNT ?= 6
 .PHONY: bench
 bench: build kustomize benchstat vegeta ## Benchmark the webhook against references, in process, over TLS and through the API server (docs/PERFORMANCE.md).
 	@mkdir -p $(BENCH_DIR)
-	$(GO) build -o bin/noop-webhook ./test/bench/noop-webhook
+	$(GO) build -o bin/reference-webhook ./test/bench/reference-webhook
 	$(GO) test -run '^$$' -bench '^BenchmarkAdmit$$' -benchmem -count $(BENCH_COUNT) ./internal/admission > $(BENCH_DIR)/admit.txt
 	$(BENCHSTAT) -row /case -col '/path@(webhook floor)' $(BENCH_DIR)/admit.txt > $(BENCH_DIR)/admit-benchstat.txt
 	$(ENVTEST_ENV) BENCH_TABLE=$(BENCH_DIR)/table.txt VEGETA=$(VEGETA) \

@@ -11,11 +11,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,7 +24,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -40,7 +39,6 @@ import (
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
-	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/test/bench/refhook"
 	"github.com/flyteorg/flyte-mpi-webhook/test/envtest/framework"
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
@@ -100,15 +98,19 @@ func percentile(ds []time.Duration, p float64) float64 {
 	return float64(sorted[max(0, int(float64(len(sorted))*p/100+0.5)-1)])
 }
 
-// Creates per arm and MPIJob version, after warmUp unmeasured ones.
-const creates, warmUp = 3000, 100
+// Creates per arm and MPIJob version, after warmUp unmeasured ones;
+// BENCH_CREATES sets creates, for a short run that checks the suite.
+var creates, warmUp = cmp.Or(atoi(os.Getenv("BENCH_CREATES")), 3000), 100
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // arm is where one side of the comparison creates its jobs, whether they
-// come back mutated, and its reference webhook's count of answers (nil: none).
+// come back mutated, and where its reference webhook says how many reviews
+// it was sent ("": no reference).
 type arm struct {
 	name, namespace string
 	mutated         bool
-	calls           *atomic.Int64
+	calls           string
 }
 
 // policyArm creates its jobs with policyLabel, which config/policy-only's
@@ -125,6 +127,10 @@ var _ = Describe("MPIJob creation through the API server", func() {
 			for _, a := range arms {
 				Eventually(func(g Gomega) { create(ctx, g, env, a, client.DryRunAll) }).WithContext(ctx).Should(Succeed())
 			}
+			sent := map[string]int{}
+			for _, a := range arms {
+				sent[a.name] = calls(a)
+			}
 			e := gmeasure.NewExperiment("API server " + version)
 			AddReportEntry(e.Name, e)
 			e.Sample(func(i int) { // each arm first, second, ... in turn, and after each other arm
@@ -136,6 +142,9 @@ var _ = Describe("MPIJob creation through the API server", func() {
 					e.RecordDuration(a.name, create(ctx, Default, env, a))
 				}
 			}, gmeasure.SamplingConfig{N: warmUp + creates})
+			for _, a := range arms { // the API server called each reference once a create
+				Expect(calls(a)-sent[a.name]).To(Equal(map[bool]int{true: warmUp + creates}[a.calls != ""]), a.name)
+			}
 			for _, p := range []float64{50, 99} {
 				at := func(name string) float64 { return percentile(e.Get(name).Durations[warmUp:], p) }
 				for _, a := range arms[1:] { // ours, and the control, against each reference
@@ -156,48 +165,60 @@ var _ = Describe("MPIJob creation through the API server", func() {
 	}
 })
 
-// serveArms serves the reference webhooks, each for its own namespace, and
-// returns the arms: the webhook's, the references', and none's, the
-// namespace the webhook's namespaceSelector excludes.
+// serveArms serves the webhook and the reference webhooks, each in a
+// process of its own and for its own namespace, and returns the arms: the
+// webhook's, the references', and none's, the namespace the webhook's
+// namespaceSelector excludes. The webhook is bin/webhook, as a Pod runs it:
+// its default flags (but its ports, free ones on loopback), its log, a JSON
+// line a decision, written to a file, where a Pod's standard output goes.
 func serveArms(ctx context.Context, env *framework.Env) []arm {
 	excluded := slices.DeleteFunc(env.ExcludedNamespaces(), func(ns string) bool { return ns == metav1.NamespaceSystem })
 	Expect(excluded).NotTo(BeEmpty())
 	// The control is a second fixed-patch webhook: what differs between two
 	// identical arms, the noise, in this run.
-	arms := []arm{{"webhook", "bench", true, nil}, {"fixed-patch webhook", "bench-patch", true, &atomic.Int64{}},
-		{"no-op webhook", "bench-noop", false, &atomic.Int64{}}, {"no webhook", excluded[0], false, nil},
-		{"control", "bench-control", true, &atomic.Int64{}}, {policyArm, "bench-policy", true, nil},
-		{plainArm, "bench-plain", true, &atomic.Int64{}}}
+	arms := []arm{{"webhook", "bench", true, ""}, {"fixed-patch webhook", "bench-patch", true, "-"},
+		{"no-op webhook", "bench-noop", false, "-"}, {"no webhook", excluded[0], false, ""},
+		{"control", "bench-control", true, "-"}, {policyArm, "bench-policy", true, ""},
+		{plainArm, "bench-plain", true, "-"}}
+	served := []string{"bench", "bench-patch", "bench-noop", "bench-control", "bench-plain"}
 	var installed admissionregistrationv1.MutatingWebhookConfigurationList
 	Expect(env.Client.List(ctx, &installed)).To(Succeed())
-	for _, hook := range installed.Items { // leave the references' namespaces to them
+	for _, hook := range installed.Items { // leave the served namespaces to their processes
 		for i := range hook.Webhooks {
 			selector := hook.Webhooks[i].NamespaceSelector
 			selector.MatchExpressions = append(selector.MatchExpressions, metav1.LabelSelectorRequirement{
-				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"bench-patch", "bench-noop", "bench-control", "bench-plain"}})
+				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: served})
 		}
 		Expect(env.Client.Update(ctx, &hook)).To(Succeed())
 	}
 	installPolicy(ctx, env)
-	serving, stop := context.WithCancel(context.Background())
-	DeferCleanup(stop)
-	for _, a := range arms {
+	dir := GinkgoT().TempDir()
+	patch := filepath.Join(dir, "patch.json")
+	Expect(os.WriteFile(patch, webhookPatch(env), 0o600)).To(Succeed())
+	for i := range arms {
+		a := &arms[i]
 		// The no-webhook arm's namespace, the install's, holds the policy's parameter already.
 		Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.namespace}}))).To(Succeed())
-		if a.calls == nil {
+		if !slices.Contains(served, a.namespace) {
 			continue
 		}
-		reference := refhook.Handler(map[bool][]byte{true: webhookPatch(env)}[a.mutated])
-		port, err := framework.FreePort("127.0.0.1")
-		Expect(err).NotTo(HaveOccurred())
-		if a.name == plainArm {
-			servePlain(serving, port, env.ServingCertDir(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.calls.Add(1); reference.ServeHTTP(w, r) }))
-		} else {
-			mgr, err := server.New(server.Config{Host: "127.0.0.1", Port: port, CertDir: env.ServingCertDir(), MetricsBindAddress: "0", HealthProbeBindAddress: "0"}, server.DefaultLimits(), admission.Path,
-				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.calls.Add(1); reference.ServeHTTP(w, r) }))
-			Expect(err).NotTo(HaveOccurred())
-			go func() { defer GinkgoRecover(); Expect(mgr.Start(serving)).To(Succeed()) }()
+		binary, args := "webhook", []string{"--cert-dir=" + env.ServingCertDir()}
+		if a.calls != "" {
+			callsPort := freePort()
+			binary, a.calls = "reference-webhook", fmt.Sprintf("http://127.0.0.1:%d/calls", callsPort)
+			args = append(args, "--calls-address=127.0.0.1:"+strconv.Itoa(callsPort))
+			if a.mutated {
+				args = append(args, "--patch="+patch)
+			}
 		}
+		if a.name == plainArm {
+			args = append(args, "--plain")
+		} else {
+			args = append(args, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(freePort()),
+				"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(freePort()))
+		}
+		port := freePort()
+		start(dir, a.namespace, binary, port, args...)
 		Expect(env.InstallCopy(ctx, a.namespace, fmt.Sprintf("https://127.0.0.1:%d%s", port, admission.Path), func(w *admissionregistrationv1.MutatingWebhook) {
 			w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: a.namespace}}
 		})).To(Succeed())
@@ -205,28 +226,55 @@ func serveArms(ctx context.Context, env *framework.Env) []arm {
 	return arms
 }
 
+func freePort() int {
+	port, err := framework.FreePort("127.0.0.1")
+	Expect(err).NotTo(HaveOccurred())
+	return port
+}
+
+// start runs bin/BINARY, built by `make bench`, serving on port with args,
+// its standard output and error written to dir/name.log as a Pod's are to
+// its log, until the spec ends; it returns once the process serves TLS.
+func start(dir, name, binary string, port int, args ...string) {
+	log, err := os.Create(filepath.Join(dir, name+".log"))
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(filepath.Join("..", "..", "bin", binary), append([]string{"--port=" + strconv.Itoa(port)}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	Expect(cmd.Start()).To(Succeed())
+	DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = log.Close() })
+	Eventually(func() error { // a busy machine starts it slowly
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{InsecureSkipVerify: true}) // only that TLS is served
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err
+	}).WithTimeout(30*time.Second).Should(Succeed(), "%s serving on %d: %s", binary, port, filepath.Join(dir, name+".log"))
+}
+
+// calls is how many reviews a's reference webhook was sent; 0 for an arm with none.
+func calls(a arm) int {
+	if a.calls == "" {
+		return 0
+	}
+	resp, err := http.Get(a.calls)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	n, err := strconv.Atoi(string(body))
+	Expect(err).NotTo(HaveOccurred(), a.calls)
+	return n
+}
+
 // referenceTargets bound the webhook's creates to a reference's, by its name and percentile: the
 // same patch served by internal/server, and by net/http alone (at p50, what a new user would write).
 var referenceTargets = map[string]target{"fixed-patch webhook p50": {atMost: 1.10}, "fixed-patch webhook p99": {atMost: 1.10},
 	plainArm + " p50": {atMost: 1.05}}
 
-// plainArm is the fixed-patch webhook served by net/http alone over TLS,
-// as a new user would write one: what internal/server costs shows beside it.
+// plainArm is the fixed-patch webhook served by net/http alone over TLS
+// (reference-webhook --plain), as a new user would write one: what
+// internal/server costs shows beside it.
 const plainArm = "plain fixed-patch webhook"
-
-// servePlain serves handler over TLS on 127.0.0.1:port with net/http's own
-// server and the certificate in certDir, until ctx ends.
-func servePlain(ctx context.Context, port int, certDir string, handler http.Handler) {
-	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	Expect(err).NotTo(HaveOccurred())
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	go func() {
-		defer GinkgoRecover()
-		err := srv.ServeTLS(listener, filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
-		Expect(err).To(MatchError(http.ErrServerClosed))
-	}()
-}
 
 // installPolicy installs config/policy-only, as rendered, for the jobs
 // labelled policyLabel, which every webhook configuration installed before
@@ -255,9 +303,8 @@ func webhookPatch(env *framework.Env) []byte {
 	return answer.Response.Patch
 }
 
-// create creates refhook.Job in a's namespace, checks that a answered it
-// (mutated or not, by its reference webhook once), and returns how long the
-// API call took.
+// create creates refhook.Job in a's namespace, checks that it comes back
+// mutated or not as a says, and returns how long the API call took.
 func create(ctx context.Context, g Gomega, env *framework.Env, a arm, opts ...client.CreateOption) time.Duration {
 	job, err := refhook.Job(env.Version)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -269,19 +316,12 @@ func create(ctx context.Context, g Gomega, env *framework.Env, a arm, opts ...cl
 	}
 	job.SetName("")
 	job.SetGenerateName("bench-")
-	calls := int64(0)
-	if a.calls != nil {
-		calls = a.calls.Load()
-	}
 	start := time.Now()
 	err = env.Client.Create(ctx, job, opts...)
 	elapsed := time.Since(start)
 	g.Expect(err).NotTo(HaveOccurred())
 	_, mutated := job.GetAnnotations()[mutate.AnnotationWorkerCommandSource]
 	g.Expect(mutated).To(Equal(a.mutated), a.name)
-	if a.calls != nil {
-		g.Expect(a.calls.Load()-calls).To(BeEquivalentTo(1), a.name)
-	}
 	return elapsed
 }
 
@@ -304,7 +344,8 @@ var _ = Describe("The webhook over TLS", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o600)).To(Succeed())
 		servers := []string{"webhook", "noop-webhook"}
-		attackers := map[string]func(args ...string) attack{servers[0]: serve(dir, servers[0]), servers[1]: serve(dir, servers[1])}
+		attackers := map[string]func(args ...string) attack{servers[0]: serve(dir, servers[0], "webhook"),
+			servers[1]: serve(dir, servers[1], "reference-webhook")}
 		attacks := map[string][]attack{}
 		for round := range 3 { // each server first in turn
 			for i := range servers {
@@ -332,25 +373,16 @@ var _ = Describe("The webhook over TLS", func() {
 // the server holds from one address: the bench measures a review's cost.
 const maxConnections = 64
 
-// serve starts bin/NAME, built by `make bench`, serving the certificate in
+// serve starts bin/BINARY, built by `make bench`, serving the certificate in
 // dir and logging to dir/NAME.log. Once it serves, it returns a function
 // that attacks it with vegeta's args, as the API server calls a webhook
 // (HTTP/1.1, keep-alive), with the review of refhook.Job, on at most
 // maxConnections: when the machine stalls the server, vegeta opens one for
 // each request it cannot send, past what the server holds from one address
 // (conns.Limits.MaxConns), which it then resets (make soak's part, not this).
-func serve(dir, name string) func(args ...string) attack {
-	port, err := framework.FreePort("127.0.0.1")
-	Expect(err).NotTo(HaveOccurred())
-	metricsPort, err := framework.FreePort("127.0.0.1")
-	Expect(err).NotTo(HaveOccurred())
-	log, err := os.Create(filepath.Join(dir, name+".log"))
-	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(filepath.Join("..", "..", "bin", name), "--cert-dir="+dir, "--port="+strconv.Itoa(port),
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=0")
-	cmd.Stdout, cmd.Stderr = log, log
-	Expect(cmd.Start()).To(Succeed())
-	DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = log.Close() })
+func serve(dir, name, binary string) func(args ...string) attack {
+	port, metricsPort := freePort(), freePort()
+	start(dir, name, binary, port, "--cert-dir="+dir, "--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--health-probe-bind-address=0")
 
 	job, err := refhook.Job("v1")
 	Expect(err).NotTo(HaveOccurred())
