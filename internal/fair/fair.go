@@ -57,9 +57,6 @@ func (s *Shares[T]) Count(address string) int { return len(s.byAddress[address])
 // Total is how many every address holds.
 func (s *Shares[T]) Total() int { return s.total }
 
-// Addresses is how many addresses hold one or more.
-func (s *Shares[T]) Addresses() int { return len(s.byAddress) }
-
 // Heaviest is the address holding the most, the smaller among equals.
 func (s *Shares[T]) Heaviest() (address string) {
 	most := 0

@@ -6,12 +6,10 @@
 // states to it (Listener.ConnState), and, at the drain's end, waits for
 // the connections served to send their request (Listener.WaitForRequests).
 //
-// A connection's life is fair.State's: its constants say what each state
-// means, where it goes next, and how soon it gives way when every place is
-// taken. Here, acceptInner gives a connection its first state, Silent or
-// Handshake; from its place in the table on, it changes state only in
-// Listener.setState: sentByte, ConnState (net/http's), release (its
-// Close) and place (a connection that gives way). docs/RELIABILITY.md has why.
+// A connection's life is fair.State's, whose constants say what each state
+// means and where it goes next: acceptInner gives a connection its first,
+// Silent or Handshake; then only Listener.setState changes it (sentByte,
+// ConnState, release, place). docs/RELIABILITY.md has why.
 package conns
 
 import "time"

@@ -30,7 +30,7 @@ func unread(held []*connection) func(i int) bool {
 // the next connection until one would, where place would reset it. It lets
 // l.mu go while it peeks.
 func (l *Listener) full(ownUpTo fair.State) bool {
-	if l.closed || l.open.Total() < l.limits.MaxConns || l.open.Addresses() != 1 {
+	if l.closed || l.open.Total() < l.limits.MaxConns || l.open.Count(l.open.Heaviest()) < l.open.Total() {
 		return false
 	}
 	p, held := l.snapshot(l.open.Heaviest(), ownUpTo)
