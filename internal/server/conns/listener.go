@@ -29,6 +29,8 @@ type Listener struct {
 	room    sync.Cond // wakes the accept loop when full may have changed
 	changes uint64    // counts what may change full: a state, Close, a handshake's end, a timer's wake
 	closed  bool
+	held    []*connection // the accept loop's last snapshot (snapshot)
+	read    []fair.Conn
 
 	config     *tls.Config
 	handshakes *fair.Gate

@@ -1,23 +1,25 @@
 package conns
 
 import (
-	"slices"
 	"time"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 )
 
 // snapshot is what fair.GiveWay reads of l's connections for a newcomer
-// from address, and the connections its indexes name; l.mu held.
+// from address, and the connections its indexes name; l.mu held. Only the
+// accept loop takes one, in the slices it reuses: under a flood, one a
+// connection accepted.
 func (l *Listener) snapshot(newcomer string, ownUpTo fair.State) (fair.Port, []*connection) {
 	heaviest := l.open.Heaviest()
-	held := slices.Clone(l.open.Held(heaviest))
-	p := fair.Port{Newcomer: newcomer, OwnUpTo: ownUpTo, Heaviest: heaviest, Held: make([]fair.Conn, len(held)),
+	l.held = append(l.held[:0], l.open.Held(heaviest)...)
+	p := fair.Port{Newcomer: newcomer, OwnUpTo: ownUpTo, Heaviest: heaviest, Held: l.read[:0],
 		NewcomerHolds: l.open.Count(newcomer), Total: l.open.Total(), Now: l.now(), QuietFloor: l.limits.QuietFloor}
-	for i, c := range held {
-		p.Held[i] = fair.Conn{State: c.state, Since: c.since}
+	for _, c := range l.held {
+		p.Held = append(p.Held, fair.Conn{State: c.state, Since: c.since})
 	}
-	return p, held
+	l.read = p.Held
+	return p, l.held
 }
 
 // unread peeks at held[i], for fair.GiveWay: a system call, made with l.mu let go.
