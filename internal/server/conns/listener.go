@@ -103,40 +103,32 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // place gives c a place, the place of one that gives way if need be, and
 // starts its handshake; it resets c when none gives way, and after Close,
-// as the kernel resets the connections in its backlog. Which gives way is
-// chosen with l.mu let go (fair.GiveWay peeks), then taken if it is still
+// as the kernel resets the connections in its backlog. The one that gives
+// way is chosen with l.mu let go (giveWay), then taken only if it is still
 // as it was, else chosen again.
 func (l *Listener) place(c *connection, ownUpTo fair.State) {
+	l.mu.Lock()
 	var victim *connection
 	var was fair.Conn
-	for {
-		l.mu.Lock()
-		switch {
-		case l.closed:
-			l.mu.Unlock()
-			c.reset()
-			return
-		case l.open.Total() < l.limits.MaxConns:
-		case victim != nil && victim.state == was.State && victim.since.Equal(was.Since) && l.open.Remove(victim.address, victim):
+	for !l.closed && l.open.Total() >= l.limits.MaxConns {
+		if victim != nil && victim.state == was.State && victim.since.Equal(was.Since) && l.open.Remove(victim.address, victim) {
 			l.setState(victim, fair.Closed)
 			defer victim.reset()
-		default:
-			p, held := l.snapshot(c.address, ownUpTo)
-			l.mu.Unlock()
-			i := fair.GiveWay(p, unread(held))
-			if i < 0 {
-				c.reset()
-				return
-			}
-			victim, was = held[i], p.Held[i]
-			continue
+			break
 		}
-		l.open.Add(c.address, c)
-		l.inFlight.Add(1)
-		l.startHandshake(c)
+		if victim, was = l.giveWay(c.address, ownUpTo); victim == nil {
+			break
+		}
+	}
+	if l.closed || l.open.Total() >= l.limits.MaxConns {
 		l.mu.Unlock()
+		c.reset()
 		return
 	}
+	l.open.Add(c.address, c)
+	l.inFlight.Add(1)
+	l.startHandshake(c)
+	l.mu.Unlock()
 }
 
 func (l *Listener) release(c *connection) {

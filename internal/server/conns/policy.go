@@ -22,23 +22,28 @@ func (l *Listener) snapshot(newcomer string, ownUpTo fair.State) (fair.Port, []*
 	return p, l.held
 }
 
-// unread peeks at held[i], for fair.GiveWay: a system call, made with l.mu let go.
-func unread(held []*connection) func(i int) bool {
-	return func(i int) bool { return hasUnreadBytes(held[i].Conn) }
+// giveWay is the connection that gives way to a newcomer from address, by
+// ownUpTo, and the state and since it had then; nil when none does. It
+// lets l.mu go while fair.GiveWay peeks (a system call), and takes it again.
+func (l *Listener) giveWay(newcomer string, ownUpTo fair.State) (*connection, fair.Conn) {
+	p, held := l.snapshot(newcomer, ownUpTo)
+	l.mu.Unlock()
+	defer l.mu.Lock()
+	if i := fair.GiveWay(p, func(i int) bool { return hasUnreadBytes(held[i].Conn) }); i >= 0 {
+		return held[i], p.Held[i]
+	}
+	return nil, fair.Conn{}
 }
 
 // full says, l.mu held, whether one address holds every place and none
 // would give way to its own, by ownUpTo: the kernel's backlog then keeps
-// the next connection until one would, where place would reset it. It lets
-// l.mu go while it peeks.
+// the next connection until one would, where place would reset it.
 func (l *Listener) full(ownUpTo fair.State) bool {
 	if l.closed || l.open.Total() < l.limits.MaxConns || l.open.Count(l.open.Heaviest()) < l.open.Total() {
 		return false
 	}
-	p, held := l.snapshot(l.open.Heaviest(), ownUpTo)
-	l.mu.Unlock()
-	defer l.mu.Lock()
-	return fair.GiveWay(p, unread(held)) < 0
+	victim, _ := l.giveWay(l.open.Heaviest(), ownUpTo)
+	return victim == nil
 }
 
 // waitForRoom returns, l.mu held, once the port is not full, and the
