@@ -9,9 +9,9 @@ import (
 // http.ConnState, after the two states before net/http sees a connection,
 // its accept and its TLS handshake. The states are declared in the order in
 // which they give way to a newcomer when every place is taken, first first
-// (GiveWay); each says what it means and where it goes next. A connection
-// served (New, Active, Idle) whose client has sent bytes not read yet
-// carries a request, and never gives way.
+// (GiveWay); each says what it means and where it goes next, besides Closed
+// once it gives way. A connection served (New, Active, Idle) whose client
+// has sent bytes not read yet carries a request, and never gives way.
 type State int
 
 const (
