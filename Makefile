@@ -312,6 +312,12 @@ test-cluster: helm cosign ## Start a real single-node cluster in a network names
 		SOURCE_DIR=$(CURDIR) HELM=$(HELM) COSIGN=$(COSIGN) CLUSTER_LOGS=$(abspath $(TEST_CLUSTER_LOGS)) \
 		test/cluster/cluster.sh test $(TEST_CLUSTER_CMD) && t "done"
 
+##@ Upstream
+
+.PHONY: upstream-check
+upstream-check: ## Apply the fix for Flyte (hack/upstream/flyteplugins-mpi-worker-command.patch) to flyteplugins v1.16.8 as published and run its MPI plugin's own tests: all pass with it, and its new cases fail without its change to mpi.go (docs/UPSTREAM.md).
+	hack/upstream/flyteplugins.sh check
+
 ##@ Deployment
 
 # The tool that builds and pushes the image: docker, or podman.
