@@ -218,7 +218,7 @@ bin/certs/tls.crt:
 ##@ Testdata
 
 .PHONY: testdata
-testdata: ## Regenerate testdata/flyte: MPIJobs built by Flyte's own backend, v1.16.8 and each older release (hack/flyte-testdata).
+testdata: ## Regenerate testdata/flyte: MPIJobs built by Flyte's own backend, v1.16.8 and each older release, and v1.16.8 with the upstream fix in testdata/flyte/upstream (hack/flyte-testdata).
 	hack/flyte-testdata.sh generate testdata/flyte
 
 .PHONY: testdata-check

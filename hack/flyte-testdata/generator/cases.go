@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // The user's code that every case serializes: a flytesnacks-style module
@@ -150,7 +151,7 @@ func Cases() ([]Case, error) {
 		return nil, err
 	}
 
-	tmpl, err = flytekit16LegacyHorovodTask()
+	tmpl, err = flytekit16LegacyHorovodTask(strings.Join(sshdCommand, " "))
 	if err := add("legacy-v0-worker-spec-command", []string{
 		`flytekit 1.6 (task_type_version 0): @task(task_config=HorovodJob(slots=1, num_launcher_replicas=1, num_workers=2)),`,
 		`    whose HorovodFunctionTask wrote config worker_spec_command="/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"`,
@@ -158,6 +159,29 @@ func Cases() ([]Case, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// UpstreamCases returns the tasks that only the comparison of Flyte with the
+// upstream fix (hack/upstream, docs/UPSTREAM.md) builds, in file order: jobs
+// where the fix and the webhook could disagree, beyond Cases' own.
+func UpstreamCases() ([]Case, error) {
+	// A worker_spec_command that starts with a space: flytepropeller splits it
+	// on single spaces, so the worker's args start with an empty word, which
+	// neither the fix nor the webhook makes a command.
+	tmpl, err := flytekit16LegacyHorovodTask(" " + strings.Join(sshdCommand, " "))
+	if err != nil {
+		return nil, fmt.Errorf("case legacy-v0-worker-spec-command-leading-space: %w", err)
+	}
+	sdk, _ := tmpl["metadata"].(map[string]any)["runtime"].(map[string]any)["version"].(string)
+	return []Case{{
+		Name: "legacy-v0-worker-spec-command-leading-space",
+		Declaration: []string{
+			`the legacy-v0-worker-spec-command task (task_type_version 0) with a worker_spec_command that starts with a space,`,
+			`    " /usr/sbin/sshd -De -f /home/jobuser/.sshd_config": split on single spaces, its first word is empty`,
+		},
+		Task:       tmpl,
+		SDKVersion: sdk,
+	}}, nil
 }
 
 // pyflyteExecuteArgs is flytekit's PythonAutoContainerTask.get_default_command
@@ -309,9 +333,9 @@ func flytekit116Task(args []string, custom map[string]any, opts taskOptions) (ma
 // releases with both HorovodJob and task_type_version 0) serializes for
 // HorovodJob(slots=1, num_launcher_replicas=1, num_workers=2): custom is
 // flyteidl.plugins.DistributedMPITrainingTask, the worker command travels in
-// the config, and the args are the horovodrun prefix in front of
-// MPIFunctionTask's mpirun command.
-func flytekit16LegacyHorovodTask() (map[string]any, error) {
+// the config as workerSpecCommand, and the args are the horovodrun prefix in
+// front of MPIFunctionTask's mpirun command.
+func flytekit16LegacyHorovodTask(workerSpecCommand string) (map[string]any, error) {
 	const np = "2"
 	args := append([]string{
 		"horovodrun",
@@ -341,7 +365,7 @@ func flytekit16LegacyHorovodTask() (map[string]any, error) {
 			"resources": map[string]any{},
 			"env":       []any{},
 		},
-		"config": map[string]any{"worker_spec_command": "/usr/sbin/sshd -De -f /home/jobuser/.sshd_config"},
+		"config": map[string]any{"worker_spec_command": workerSpecCommand},
 	}, nil
 }
 

@@ -89,24 +89,54 @@ type Backend struct {
 
 // Main is the generator's command line: it writes every case's job to
 // -out/v1/<case>.yaml and, with -v2beta1, derived from it, to
-// -out/v2beta1/<case>.yaml.
+// -out/v2beta1/<case>.yaml. -cases chooses the cases: Cases (flyte),
+// UpstreamCases (upstream) or both (all); -patched names, for the header, the
+// patch to flyteplugins that the binary was built with (hack/upstream).
 func Main(b Backend) {
 	name := filepath.Base(os.Args[0])
 	out := flag.String("out", "testdata/flyte", "directory to write v1/ (and v2beta1/) into")
 	v2beta1 := flag.Bool("v2beta1", true, "also write v2beta1/, derived from v1/ for mpi-operator v0.8.2")
+	cases := flag.String("cases", "flyte", "the cases to build: flyte (Cases), upstream (UpstreamCases) or all")
+	patched := flag.String("patched", "", "the patch to flyteplugins this binary was built with, for the header (hack/upstream)")
 	flag.Parse()
-	if err := run(context.Background(), b, *out, *v2beta1); err != nil {
+	if *patched != "" {
+		b.Releases += ", flyteplugins patched with " + *patched
+	}
+	if err := run(context.Background(), b, *out, *v2beta1, *cases); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, b Backend, out string, withV2beta1 bool) error {
-	if err := b.Setup(); err != nil {
+// selectCases returns the cases -cases names.
+func selectCases(which string) ([]Case, error) {
+	var all []Case
+	if which == "flyte" || which == "all" {
+		flyte, err := Cases()
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, flyte...)
+	}
+	if which == "upstream" || which == "all" {
+		upstream, err := UpstreamCases()
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, upstream...)
+	}
+	if all == nil {
+		return nil, fmt.Errorf("-cases %q: want flyte, upstream or all", which)
+	}
+	return all, nil
+}
+
+func run(ctx context.Context, b Backend, out string, withV2beta1 bool, which string) error {
+	all, err := selectCases(which)
+	if err != nil {
 		return err
 	}
-	all, err := Cases()
-	if err != nil {
+	if err := b.Setup(); err != nil {
 		return err
 	}
 	dirs := []string{"v1"}
