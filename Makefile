@@ -163,9 +163,9 @@ soak: build ## Run each attack of docs/RELIABILITY.md for SOAK_DURATION (20s), f
 	$(GO) run ./test/soak -webhook bin/webhook -duration $(SOAK_DURATION) -scenarios '$(SOAK_SCENARIOS)' $(SOAK_ARGS)
 
 .PHONY: golden
-golden: ## Rewrite the golden files (docs/hostile-inputs.md, every answer served over TLS, the splitter's refused lines) from what the code answers now.
+golden: ## Rewrite the golden files (docs/hostile-inputs.md, every answer served over TLS, the splitter's refused lines, docs/UPSTREAM.md's equality table) from what the code answers now.
 	UPDATE_GOLDEN=1 $(GO) test -count=1 -run 'TestHostileInputs|TestServedAnswers' ./internal/admission
-	UPDATE_GOLDEN=1 $(GO) test -count=1 -run TestSplitCommandRefused ./internal/mutate
+	UPDATE_GOLDEN=1 $(GO) test -count=1 -run 'TestSplitCommandRefused|TestUpstreamEquality' ./internal/mutate
 
 .PHONY: envtest-assets
 envtest-assets: ## Obtain kube-apiserver and etcd for envtest, and print where they are.
