@@ -356,5 +356,7 @@ func describePolicy(s *spec) bool {
 				}
 			})
 		}
+
+		describeUpstream(s, admit)
 	})
 }

@@ -37,6 +37,28 @@ func (e *Env) ReleaseJob(namespace, release, name string) *JobBuilder {
 	return newJobBuilder(obj, namespace)
 }
 
+// PublishedJob starts from the MPIJob of the Env's version that Flyte
+// fixtures.NewestFlyteRelease as published builds for the job name of
+// fixtures.UpstreamJobs (fixtures.PublishedFlyteJob), in namespace, like Job.
+func (e *Env) PublishedJob(namespace, name string) *JobBuilder {
+	obj, err := fixtures.PublishedFlyteJob(e.Version, name)
+	if err != nil {
+		panic(err)
+	}
+	return newJobBuilder(obj, namespace)
+}
+
+// PatchedJob starts from the MPIJob of the Env's version that the same Flyte
+// builds with the upstream fix for the job name (fixtures.PatchedFlyteJob),
+// in namespace, like Job.
+func (e *Env) PatchedJob(namespace, name string) *JobBuilder {
+	obj, err := fixtures.PatchedFlyteJob(e.Version, name)
+	if err != nil {
+		panic(err)
+	}
+	return newJobBuilder(obj, namespace)
+}
+
 func newJobBuilder(obj *unstructured.Unstructured, namespace string) *JobBuilder {
 	obj.SetNamespace(namespace)
 	obj.SetGenerateName(obj.GetName() + "-")
