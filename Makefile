@@ -301,7 +301,9 @@ test-cluster: helm cosign ## Start a real single-node cluster in a network names
 		TRAINING_OPERATOR_VERSION=$(TRAINING_OPERATOR_VERSION) \
 		TRAINING_OPERATOR_V1_9_VERSION=$(TRAINING_OPERATOR_V1_9_VERSION) hack/e2e-operators.sh) && export $$operators && \
 	flyte=$$(hack/flyte-testdata.sh backend) && export $$flyte && \
-	propeller=$$(hack/flyte-testdata.sh propeller) && export $$propeller && t "operators, Flyte's backend and flytepropeller built" && \
+	propeller=$$(hack/flyte-testdata.sh propeller) && export $$propeller && \
+	patched=$$(hack/flyte-testdata.sh propeller-patched) && export $$patched && \
+		t "operators, Flyte's backend and flytepropeller (as published, and with the upstream fix) built" && \
 	job=$$(hack/cluster/job-image.sh) && export $$job && t "job image built" && \
 	rm -rf $(TEST_CLUSTER_DIST) && \
 	$(MAKE) --no-print-directory release VERSION=$(TEST_CLUSTER_VERSION) DIST_DIR=$(TEST_CLUSTER_DIST) && \

@@ -10,6 +10,8 @@
 #   test/cluster/cluster.sh restart-kubelet  stop the kubelet and start it again (the suite's fault)
 #   test/cluster/cluster.sh switch-operator  run training-operator $TRAINING_OPERATOR_V1_9_BIN
 #                                            with its CRD $MPIJOB_CRD_V1_9 in place of the first
+#   test/cluster/cluster.sh switch-propeller BINARY  run flytepropeller from BINARY (PATCHED_PROPELLER_BIN,
+#                                            or PROPELLER_BIN again) in place of the one running
 #   test/cluster/cluster.sh switch-mpi-operator  stop the training-operator and flytepropeller, and
 #                                            run mpi-operator $MPI_OPERATOR_BIN with its CRD
 #                                            $MPIJOB_CRD_V2BETA1 in place of the v1 CRD
@@ -486,6 +488,21 @@ propeller() {
 	await "the CRD FlyteWorkflow flyte.lyft.com/v1alpha1 is served" 60 kubectl_ get flyteworkflows.flyte.lyft.com -A
 }
 
+# switch_propeller BINARY stops flytepropeller, as an upgrade would, and runs
+# the one of BINARY with the same configuration: the build with the upstream
+# fix (hack/flyte-testdata.sh propeller-patched), or the first again. Its log
+# goes on at $state/logs/propeller.log; the one before is kept as
+# propeller-N.log.
+switch_propeller() {
+	[[ -x ${1:-} ]] || die "switch-propeller: no flytepropeller binary at '${1:-}'"
+	stop_part propeller
+	local n=1
+	while [[ -e "$state/logs/propeller-$n.log" ]]; do n=$((n + 1)); done
+	mv "$state/logs/propeller.log" "$state/logs/propeller-$n.log"
+	PROPELLER_BIN=$1
+	propeller
+}
+
 # switch_operator stops the training-operator, as an upgrade would, and
 # runs the one of TRAINING_OPERATOR_V1_9_BIN with its CRD.
 switch_operator() {
@@ -629,6 +646,10 @@ switch-operator)
 	KUBECTL=$(cat "$state/kubectl.bin")
 	switch_operator
 	;;
+switch-propeller)
+	KUBECTL=$(cat "$state/kubectl.bin")
+	switch_propeller "${2:-}"
+	;;
 switch-mpi-operator)
 	KUBECTL=$(cat "$state/kubectl.bin")
 	switch_mpi_operator
@@ -650,7 +671,7 @@ test)
 	log "$1 took $((SECONDS - start_test))s"
 	;;
 *)
-	echo "usage: $0 up|down|exec CMD...|test CMD...|restart-kubelet|switch-operator|switch-mpi-operator" >&2
+	echo "usage: $0 up|down|exec CMD...|test CMD...|restart-kubelet|switch-operator|switch-propeller BINARY|switch-mpi-operator" >&2
 	exit 2
 	;;
 esac

@@ -373,6 +373,13 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			flyteWorkflow{task: mpiNothing, retries: 1, want: succeeded})
 	})
 
+	It("with patched flytepropeller (the upstream fix) and no add-on, Flyte's controller runs the workflow that fails "+
+		"without the add-on to Succeeded at its first attempt, the worker running the command its task declares",
+		Label("upstream"), func(ctx SpecContext) {
+			usePropeller(ctx, patchedPropellerBinary)
+			runWorkflows(ctx, "patched flytepropeller, without the add-on", patchedWorkflows()...)
+		})
+
 	It("before it installs, publishes the release to the registry signed with a key (make publish), "+
 		"and verifies it there with the README's \"With a key\" commands", func(ctx SpecContext) {
 		generateKeys(ctx)
@@ -450,6 +457,13 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 					mutate.AnnotationTaskCustom + `: is neither a JSON object nor standard base64: illegal base64 data at input byte 3`})...)
 		})
 
+	It("with patched flytepropeller and the webhook, Flyte's controller runs each workflow to Succeeded at its first attempt: "+
+		"the webhook leaves the command the task declares as Flyte made it, and applies an annotation's as before",
+		Label("upstream"), func(ctx SpecContext) {
+			usePropeller(ctx, patchedPropellerBinary)
+			runWorkflows(ctx, "patched flytepropeller, webhook", patchedWorkflows(horovodTaskCustom)...)
+		})
+
 	It("admits every job with its worker command through a rollout, a deleted webhook Pod and a kubelet restart", func(ctx SpecContext) {
 		ns := namespace(ctx)
 		jobs := startCreating(ns)
@@ -515,6 +529,13 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		func(ctx SpecContext) {
 			// The policy reads no annotation: the job is admitted as Flyte made it, and runs as one that declares nothing.
 			runWorkflows(ctx, "policy", withAddOn(succeeded)...)
+		})
+
+	It("with patched flytepropeller and the policy, Flyte's controller runs each workflow to Succeeded at its first attempt, "+
+		"the policy leaving the command the task declares as Flyte made it",
+		Label("upstream"), func(ctx SpecContext) {
+			usePropeller(ctx, patchedPropellerBinary)
+			runWorkflows(ctx, "patched flytepropeller, policy", patchedWorkflows()...)
 		})
 
 	It("installs the policy from the release's one file, as the README says, and runs the declared worker commands", func(ctx SpecContext) {

@@ -30,6 +30,11 @@ import (
 // cluster.sh runs.
 var propellerBinary, propellerLog string
 
+// patchedPropellerBinary is the same flytepropeller built with the upstream
+// fix in flyteplugins' mpi plugin (hack/upstream, docs/UPSTREAM.md), which
+// usePropeller runs in place of propellerBinary's.
+var patchedPropellerBinary string
+
 // workflowPhases are flytepropeller's WorkflowPhase values, in their order
 // (v1alpha1.WorkflowPhase), as its String names them.
 var workflowPhases = []string{"Ready", "Running", "Succeeding", "Succeeded", "Failing", "Failed", "Aborted", "HandlingFailureNode"}
@@ -97,6 +102,11 @@ type flyteWorkflow struct {
 	retries int
 	// want is the outcome; its Error is a part of the node's error message.
 	want workflowOutcome
+	// patched says that the flytepropeller running it has the upstream fix
+	// (usePropeller(ctx, patchedPropellerBinary)): the worker command its
+	// task declares is the worker's command as Flyte made the job, which no
+	// add-on changes.
+	patched bool
 }
 
 // succeeded is the outcome of a workflow whose task succeeds at its first attempt.
@@ -198,13 +208,54 @@ func runWorkflows(ctx context.Context, mode string, workflows ...flyteWorkflow) 
 			continue
 		}
 		job := onlyJob(ctx, created[i].GetNamespace())
-		if w.task.declares() {
+		switch {
+		case w.patched && w.task.source == mutate.SourceFlyteWorkerArgs:
+			expectFlyteCommand(job)
+			expectRanIn(ctx, job, fixtures.SSHD)
+		case w.task.declares():
 			expectRestored(job, w.task.source)
 			expectRanIn(ctx, job, fixtures.SSHD)
-		} else {
+		default:
 			expectRanIn(ctx, job, sleep365d)
 		}
 	}
+}
+
+// expectFlyteCommand checks that the stored job's worker runs sshd, the
+// command its task declared, as Flyte with the upstream fix made the job:
+// its command, no args, and no source annotation, whatever add-on is installed.
+func expectFlyteCommand(job *unstructured.Unstructured) {
+	GinkgoHelper()
+	command, _, _ := unstructured.NestedStringSlice(workerContainer(job), "command")
+	_, hasArgs := workerContainer(job)["args"]
+	Expect(command).To(Equal(fixtures.SSHD))
+	Expect(hasArgs).To(BeFalse(), "the worker keeps args beside its command")
+	Expect(job.GetAnnotations()).NotTo(HaveKey(mutate.AnnotationWorkerCommandSource))
+}
+
+// usePropeller runs flytepropeller from binary in place of the one running,
+// until the spec ends, when the first, propellerBinary, runs again
+// (cluster.sh switch-propeller: the same configuration, its log at
+// propellerLog).
+func usePropeller(ctx context.Context, binary string) {
+	GinkgoHelper()
+	run(ctx, 3*time.Minute, env("CLUSTER_SCRIPT"), "switch-propeller", binary)
+	DeferCleanup(func(ctx context.Context) {
+		run(ctx, 3*time.Minute, env("CLUSTER_SCRIPT"), "switch-propeller", propellerBinary)
+	})
+}
+
+// patchedWorkflows are the workflows the suite runs under patched
+// flytepropeller, each allowing one retry and wanting Succeeded at the
+// first attempt: the MPI task that declares sshd, whose workflow fails
+// without the add-on and the fix, the Horovod one, one that declares
+// nothing, and those of more.
+func patchedWorkflows(more ...task) []flyteWorkflow {
+	var workflows []flyteWorkflow
+	for _, t := range append([]task{mpiDeclared, horovodDeclared, mpiNothing}, more...) {
+		workflows = append(workflows, flyteWorkflow{task: t, retries: 1, want: succeeded, patched: true})
+	}
+	return workflows
 }
 
 // dumpPropellerLog writes flytepropeller's lines about namespace to the spec's output.

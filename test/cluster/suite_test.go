@@ -77,6 +77,7 @@ var _ = BeforeSuite(func() {
 	kubeconfig = env("KUBECONFIG")
 	flyteBackend = env("FLYTE_BACKEND_BIN")
 	propellerBinary, propellerLog = env("PROPELLER_BIN"), env("PROPELLER_LOG")
+	patchedPropellerBinary = env("PATCHED_PROPELLER_BIN")
 	helmBinary = env("HELM")
 	cosignBinary = env("COSIGN")
 	releaseDir, releaseVersion = env("RELEASE_DIR"), env("RELEASE_VERSION")
