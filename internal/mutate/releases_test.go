@@ -113,25 +113,34 @@ func documentedReleases(t *testing.T) []string {
 	return releases
 }
 
+// applied is the MPIJob sent with the decision's patch applied, as the API
+// server stores it.
+func applied(t *testing.T, sent []byte, d Decision) []byte {
+	t.Helper()
+	if len(d.Patch) == 0 {
+		return sent
+	}
+	ops, err := json.Marshal(d.Patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := jsonpatchapply.DecodePatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := patch.Apply(sent)
+	if err != nil {
+		t.Fatalf("applying the patch %s: %v", ops, err)
+	}
+	return stored
+}
+
 // storedWorker applies the decision's patch to the MPIJob sent and returns
 // the command and args of the Worker's first container, as the API server
 // stores them.
 func storedWorker(t *testing.T, sent []byte, d Decision) (command, args []string) {
 	t.Helper()
-	stored := sent
-	if len(d.Patch) > 0 {
-		ops, err := json.Marshal(d.Patch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch, err := jsonpatchapply.DecodePatch(ops)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if stored, err = patch.Apply(sent); err != nil {
-			t.Fatalf("applying the patch %s: %v", ops, err)
-		}
-	}
+	stored := applied(t, sent, d)
 	var job struct {
 		Spec struct {
 			MPIReplicaSpecs struct {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	jsonpatchapply "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
@@ -169,21 +168,7 @@ func storedThrough(t *testing.T, jobs *JobDecoder, opts Options, sent []byte) (m
 	if d.Err != nil {
 		t.Fatalf("Decide: %v", d.Err)
 	}
-	stored := sent
-	if len(d.Patch) > 0 {
-		ops, err := json.Marshal(d.Patch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch, err := jsonpatchapply.DecodePatch(ops)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if stored, err = patch.Apply(sent); err != nil {
-			t.Fatalf("applying the patch %s: %v", ops, err)
-		}
-	}
-	return object(t, stored), d
+	return object(t, applied(t, sent, d)), d
 }
 
 func object(t *testing.T, b []byte) map[string]any {
