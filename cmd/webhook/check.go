@@ -10,6 +10,7 @@ import (
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -355,8 +356,12 @@ func dryRunCreate(ctx context.Context, c client.Client, job *unstructured.Unstru
 	var lastErr error
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		stored := job.DeepCopy()
-		if lastErr = c.Create(ctx, stored, client.DryRunAll); lastErr != nil {
-			return false, nil
+		if err := c.Create(ctx, stored, client.DryRunAll); err != nil {
+			if ctx.Err() == nil || lastErr == nil {
+				lastErr = err
+			}
+			// Refused for good: no right to create, or the job denied.
+			return false, forbidden(err)
 		}
 		got = workerCommandOf(stored.Object)
 		lastErr = compareWorkerCommand(got, want, namespace)
@@ -366,4 +371,14 @@ func dryRunCreate(ctx context.Context, c client.Client, job *unstructured.Unstru
 		return got, lastErr
 	}
 	return got, err
+}
+
+// forbidden returns err when the API server refused the create for good
+// (403: RBAC, or a webhook or policy that denies the job), and nil for what
+// may pass on a later try.
+func forbidden(err error) error {
+	if apierrors.IsForbidden(err) {
+		return err
+	}
+	return nil
 }
