@@ -513,8 +513,13 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		"first, every job created during it and in the "+afterUninstall.String()+" after is admitted, and nothing of the "+
 		"release or its hook is left; then it installs again as the README says", func(ctx SpecContext) {
 		uninstallWhileCreating(ctx)
-		sh(ctx, releaseFiles(imageTar(), chartFile()), forRelease(readme.helm))
-		awaitBothReplicas(ctx)
+		reinstall(ctx)
+	})
+
+	It("helm uninstall after its namespace was deleted: every Flyte job refused, naming the Service; "+
+		"the runbook's one command admits them again; then it installs again as the README says", func(ctx SpecContext) {
+		expectNamespaceDeletedFirst(ctx)
+		reinstall(ctx)
 	})
 
 	It("in policy mode, with no webhook Pod, runs the declared worker commands and leaves the other tasks alone", func(ctx SpecContext) {

@@ -3,7 +3,9 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
@@ -144,4 +147,59 @@ func uninstallWhileCreating(ctx context.Context) {
 	time.Sleep(afterUninstall)
 	expectAllAdmitted(jobs.finish())
 	expectUninstalled(ctx)
+}
+
+// reinstall installs the release again as the README says, into its
+// namespace under Pod Security's restricted level as the install spec
+// makes it, and waits for both replicas.
+func reinstall(ctx context.Context) {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: webhookNamespace}}
+	err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+	if apierrors.IsNotFound(err) {
+		ns.Labels = map[string]string{
+			"pod-security.kubernetes.io/enforce":         "restricted",
+			"pod-security.kubernetes.io/enforce-version": "latest",
+		}
+		err = k8sClient.Create(ctx, ns)
+	}
+	Expect(err).NotTo(HaveOccurred())
+	sh(ctx, releaseFiles(imageTar(), chartFile()), forRelease(readme.helm))
+	awaitBothReplicas(ctx)
+}
+
+// runbookFix is the one command of docs/RUNBOOKS.md for a namespace
+// deleted before helm uninstall.
+func runbookFix() string {
+	GinkgoHelper()
+	runbooks, err := os.ReadFile(filepath.Join(sourceDir, "docs", "RUNBOOKS.md"))
+	Expect(err).NotTo(HaveOccurred())
+	return codeBlock(string(runbooks), "## A namespace deleted before helm uninstall", "sh")
+}
+
+// expectNamespaceDeletedFirst deletes the release's namespace, as a
+// platform engineer may before helm uninstall, and checks that the
+// configuration left behind refuses Flyte's jobs, naming the Service, until
+// the runbook's command deletes it; helm uninstall then finds no release.
+func expectNamespaceDeletedFirst(ctx context.Context) {
+	GinkgoHelper()
+	jobs := namespace(ctx)
+	create := func(name string) error {
+		return k8sClient.Create(ctx, suspendedFlyteJob("v1", jobs, name))
+	}
+	Expect(create("before")).To(Succeed())
+	Expect(k8sClient.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: webhookNamespace}})).To(Succeed())
+	awaitNamespaceGone(ctx, webhookNamespace)
+
+	err := create("namespace-gone")
+	Expect(err).To(HaveOccurred(), "a job created while the configuration calls a Service that is gone")
+	fmt.Fprintf(GinkgoWriter, "refused: %v\n", err)
+	Expect(err.Error()).To(And(ContainSubstring(webhookName), ContainSubstring(`service "`+release+`-webhook-service" not found`)))
+
+	fix := runbookFix()
+	Expect(fix).To(ContainSubstring(webhookConfiguration))
+	sh(ctx, GinkgoT().TempDir(), fix)
+	Eventually(ctx, func() error {
+		return create(fmt.Sprintf("fixed-%d", time.Now().UnixNano()))
+	}).WithTimeout(30 * time.Second).WithPolling(poll).Should(Succeed())
 }
