@@ -178,6 +178,13 @@ func (r *hookRunner) run(ctx context.Context, kind, namespace, name string, spec
 	for _, arg := range container.Args {
 		run.args = append(run.args, strings.ReplaceAll(arg, "$$", "$"))
 	}
+	if container.Command[1] == "unregister" {
+		// The settle gives each API server of a cluster time to drop the
+		// configuration from its cache; envtest's one API server drops it
+		// within milliseconds, and the uninstalls' creates check that it did.
+		// A shorter one saves 1.8 s on each of the suite's 28 uninstalls.
+		run.args = append(run.args, "--settle=200ms")
+	}
 	kubeconfig, err := r.impersonating(namespace, spec.ServiceAccountName)
 	if err != nil {
 		run.err = err

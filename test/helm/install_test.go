@@ -255,7 +255,7 @@ func (c *cluster) switchModes(ctx context.Context, t *testing.T, cli helmCLI, na
 // uninstallSettle is how long after helm uninstall jobs are still created,
 // and must be admitted: the API server lets go of a deleted configuration a
 // moment later.
-const uninstallSettle = 2 * time.Second
+const uninstallSettle = time.Second
 
 // uninstall runs helm uninstall, stops the webhook the release ran (stop),
 // and checks that the release left nothing that admits a job, nor
