@@ -165,6 +165,10 @@ func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli
 	upgraded["replicas"] = 3
 	// helm test runs the webhook's image: mode policy, which needs none, gets one for it.
 	upgraded["image"] = map[string]any{"repository": image}
+	if namespace != Namespace {
+		// The other release tests in a namespace of the user's, which it does not make.
+		upgraded["hooks"] = map[string]any{"test": map[string]any{"namespace": jobsNamespace}}
+	}
 	if err := cli.upgrade(workTreeChart(t), upgraded, false); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
 	}
