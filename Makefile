@@ -231,8 +231,8 @@ testdata-check: ## Fail, with a diff, when testdata/flyte is not what each Flyte
 CHART_DIR ?= charts/flyte-mpi-webhook
 
 .PHONY: test-chart
-test-chart: kustomize chart-docs-check chart-sync-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, uninstall with Helm 3 and 4 into envtest.
-	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 ./... $(TEST_CHART_ARGS)
+test-chart: kustomize chart-docs-check chart-sync-check ## Test the Helm chart: helm lint --strict, renderings, the same objects as config/, and install, upgrade, helm test, uninstall with Helm 3 and 4 into envtest.
+	$(ENVTEST_ENV) $(GO) -C test/helm test -count=1 -timeout 30m ./... $(TEST_CHART_ARGS)
 
 # The Kubernetes versions make test-versions runs: the newest patch of each minor from 1.32 on
 # (hack/envtest/releases holds a module for each but the newest, hack/envtest's).

@@ -41,7 +41,7 @@ for version in "${versions[@]}"; do
 	result=passed
 	{
 		KUBEBUILDER_ASSETS=$assets $GO test -count=1 -v ./test/envtest/ "${envtest_args[@]}" &&
-			KUBEBUILDER_ASSETS=$assets $GO -C test/helm test -count=1 -run "$helm_run" .
+			KUBEBUILDER_ASSETS=$assets $GO -C test/helm test -count=1 -timeout 30m -run "$helm_run" .
 	} >"$log" 2>&1 || { result="**failed**"; failed=1; }
 	specs=$(grep -Eo 'Ran [0-9]+ of [0-9]+ Specs' "$log" | head -1)
 	rows+=("| $version | $ran; ${specs:-no specs ran} | $result | $((SECONDS - start)) s |")

@@ -4,6 +4,10 @@
 //	webhook preview -f FILE [flags] print an MPIJob as the webhook would store it
 //	webhook annotate -f FILE        print the annotations for a task
 //	webhook version [-o json]       print the version, the commit and the Go version
+//	webhook check -n NAMESPACE      dry-run Flyte MPIJobs through the API server, and fail
+//	                                unless it stores the worker command (the chart's helm test)
+//	webhook unregister --name NAME  delete the webhook's configuration, before the webhook goes
+//	                                (the chart's pre-delete hook)
 //
 // Run any of them with -h for its flags.
 package main
@@ -25,11 +29,15 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/version"
 )
 
-// subcommands are the offline tools beside the server.
+// subcommands are the tools beside the server: preview, annotate and
+// version offline; check and unregister, the chart's hooks, against the API
+// server.
 var subcommands = map[string]func(args []string, stdin io.Reader, stdout, stderr io.Writer) error{
-	"preview":  runPreview,
-	"annotate": runAnnotate,
-	"version":  runVersion,
+	"preview":    runPreview,
+	"annotate":   runAnnotate,
+	"version":    runVersion,
+	"check":      runCheck,
+	"unregister": runUnregister,
 }
 
 func main() {

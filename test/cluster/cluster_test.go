@@ -441,6 +441,11 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		expectPodsRunReleasedImage(ctx)
 	})
 
+	It("helm test passes, mode webhook: its Pod, as a ServiceAccount that may only create MPIJobs in the test's namespace, "+
+		"has the API server store, with a dry run, Flyte's MPIJobs with their worker command", func(ctx SpecContext) {
+		expectHelmTest(ctx, "webhook")
+	})
+
 	It("with the webhook, leaves the tasks that declare no worker command as Flyte made them, and they run", func(ctx SpecContext) {
 		runWithAddOn(ctx, mpiNothing, horovodNothing)
 	})
@@ -510,6 +515,27 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		awaitBothReplicas(ctx)
 	})
 
+	It("helm test passes, mode both: the policy stores the declared worker command, the webhook the annotated one", func(ctx SpecContext) {
+		helmUpgrade(ctx, "mode=both")
+		awaitBothReplicas(ctx)
+		expectHelmTest(ctx, "both")
+		helmUpgrade(ctx, "mode=webhook")
+		awaitBothReplicas(ctx)
+	})
+
+	It("helm uninstall, mode webhook, while Flyte's jobs are created: its pre-delete hook deletes the webhook configuration "+
+		"first, every job created during it and in the "+afterUninstall.String()+" after is admitted, and nothing of the "+
+		"release or its hook is left; then it installs again as the README says", func(ctx SpecContext) {
+		uninstallWhileCreating(ctx)
+		reinstall(ctx)
+	})
+
+	It("helm uninstall after its namespace was deleted: every Flyte job refused, naming the Service; "+
+		"the runbook's one command admits them again; then it installs again as the README says", func(ctx SpecContext) {
+		expectNamespaceDeletedFirst(ctx)
+		reinstall(ctx)
+	})
+
 	It("in policy mode, with no webhook Pod, runs the declared worker commands and leaves the other tasks alone", func(ctx SpecContext) {
 		helmUpgrade(ctx, "mode=policy")
 		Eventually(ctx, func(g Gomega) {
@@ -537,6 +563,11 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			usePropeller(ctx, patchedPropellerBinary)
 			runWorkflows(ctx, "patched flytepropeller, policy", patchedWorkflows()...)
 		})
+
+	It("helm test passes, mode policy: the API server alone stores the declared worker command", func(ctx SpecContext) {
+		helmUpgrade(ctx, "mode=policy")
+		expectHelmTest(ctx, "policy")
+	})
 
 	It("installs the policy from the release's one file, as the README says, and runs the declared worker commands", func(ctx SpecContext) {
 		helm(ctx, "uninstall", release, "--namespace", webhookNamespace, "--wait", "--timeout", "3m")

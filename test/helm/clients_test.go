@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -24,6 +25,8 @@ type helmCLI interface {
 	// upgrade is `helm upgrade`, with reuseValues `helm upgrade --reuse-values`.
 	upgrade(chart string, values map[string]any, reuseValues bool) error
 	uninstall() error
+	// test is `helm test`.
+	test() error
 }
 
 // restClientGetter is what `helm --kubeconfig FILE -n NAMESPACE` uses.
@@ -78,6 +81,13 @@ func (h *helm3) uninstall() error {
 	return err
 }
 
+func (h *helm3) test() error {
+	test := actionv3.NewReleaseTesting(h.cfg)
+	test.Namespace, test.Timeout = h.namespace, helmTimeout
+	_, err := test.Run(ReleaseName)
+	return err
+}
+
 // helm4 drives the Helm 4 SDK (helm.sh/helm/v4), as the helm 4 CLI does:
 // server-side apply.
 type helm4 struct {
@@ -122,4 +132,13 @@ func (h *helm4) uninstall() error {
 	uninstall.Timeout, uninstall.WaitStrategy = helmTimeout, kubev4.HookOnlyStrategy
 	_, err := uninstall.Run(ReleaseName)
 	return err
+}
+
+// test is `helm test`: its hooks that passed are deleted once it returns,
+// after helm test --logs has read them.
+func (h *helm4) test() error {
+	test := actionv4.NewReleaseTesting(h.cfg)
+	test.Namespace, test.Timeout = h.namespace, helmTimeout
+	_, shutdown, err := test.Run(ReleaseName)
+	return errors.Join(err, shutdown())
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -43,8 +44,11 @@ var crdEnv = map[string]string{"v1": "MPIJOB_CRD_V1", "v2beta1": "MPIJOB_CRD_V2B
 type cluster struct {
 	version    string
 	client     client.Client
+	restConfig *rest.Config
 	kubeconfig string
 	proxy      *connectProxy
+	// hooks runs the chart's hooks, as the kubelet and the Job controller would.
+	hooks *hookRunner
 }
 
 // startCluster starts an API server for the MPIJobs of version, with the
@@ -92,7 +96,7 @@ egressSelections:
 			t.Errorf("stopping envtest: %v", err)
 		}
 	})
-	c := &cluster{version: version, proxy: proxy, kubeconfig: filepath.Join(dir, "kubeconfig")}
+	c := &cluster{version: version, proxy: proxy, kubeconfig: filepath.Join(dir, "kubeconfig"), restConfig: cfg}
 	if c.client, err = client.New(cfg, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +107,7 @@ egressSelections:
 	if err := c.client.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
+	c.hooks = startHookRunner(t, c)
 	return c
 }
 

@@ -8,10 +8,12 @@ package helm
 
 import (
 	"fmt"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/flyteorg/flyte-mpi-webhook/test/fixtures"
 	"github.com/flyteorg/flyte-mpi-webhook/test/manifests"
@@ -57,8 +59,43 @@ func RenderChart(dir string, values map[string]any, apiVersions ...string) (*man
 	return renderOn(&KubeVersion, ReleaseName, dir, values, apiVersions...)
 }
 
+// RenderHooks is Render's hooks: the objects helm test and helm uninstall
+// create, which a release's manifest leaves out.
+func RenderHooks(values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
+	dir, err := ChartDir()
+	if err != nil {
+		return nil, err
+	}
+	rel, err := renderRelease(&KubeVersion, ReleaseName, dir, values, apiVersions...)
+	if err != nil {
+		return nil, err
+	}
+	var stream strings.Builder
+	for _, h := range rel.Hooks {
+		stream.WriteString("---\n" + h.Manifest + "\n")
+	}
+	m, err := manifests.Parse([]byte(stream.String()))
+	if err != nil {
+		return nil, fmt.Errorf("the chart's hooks: %w", err)
+	}
+	return m, nil
+}
+
 // renderOn is RenderChart on a cluster of Kubernetes kubeVersion, for the release named release.
 func renderOn(kubeVersion *chartutil.KubeVersion, release, dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
+	rel, err := renderRelease(kubeVersion, release, dir, values, apiVersions...)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifests.Parse([]byte(rel.Manifest))
+	if err != nil {
+		return nil, fmt.Errorf("the chart's rendering: %w", err)
+	}
+	return m, nil
+}
+
+// renderRelease renders the chart in dir as `helm template` does.
+func renderRelease(kubeVersion *chartutil.KubeVersion, release, dir string, values map[string]any, apiVersions ...string) (*helmrelease.Release, error) {
 	chart, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)
@@ -68,13 +105,5 @@ func renderOn(kubeVersion *chartutil.KubeVersion, release, dir string, values ma
 	install.ReleaseName, install.Namespace = release, Namespace
 	install.KubeVersion = kubeVersion
 	install.APIVersions = apiVersions
-	rel, err := install.Run(chart, values)
-	if err != nil {
-		return nil, err
-	}
-	m, err := manifests.Parse([]byte(rel.Manifest))
-	if err != nil {
-		return nil, fmt.Errorf("the chart's rendering: %w", err)
-	}
-	return m, nil
+	return install.Run(chart, values)
 }

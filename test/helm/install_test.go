@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,6 +163,12 @@ func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli
 
 	upgraded := installValues(mode)
 	upgraded["replicas"] = 3
+	// helm test runs the webhook's image: mode policy, which needs none, gets one for it.
+	upgraded["image"] = map[string]any{"repository": image}
+	if namespace != Namespace {
+		// The other release tests in a namespace of the user's, which it does not make.
+		upgraded["hooks"] = map[string]any{"test": map[string]any{"namespace": jobsNamespace}}
+	}
 	if err := cli.upgrade(workTreeChart(t), upgraded, false); err != nil {
 		t.Fatalf("helm upgrade: %v", err)
 	}
@@ -175,6 +184,7 @@ func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli
 		t.Errorf("helm upgrade changed the generated Secret (-before +after):\n%s", diff)
 	}
 	c.expectJobsStoredAsDecided(ctx, t, mode)
+	c.helmTest(ctx, t, cli, namespace, mode)
 
 	c.uninstall(ctx, t, cli, stop)
 }
@@ -246,15 +256,71 @@ func (c *cluster) switchModes(ctx context.Context, t *testing.T, cli helmCLI, na
 	c.uninstall(ctx, t, cli, stop)
 }
 
+// uninstallSettle is how long after helm uninstall jobs are still created,
+// and must be admitted: the API server lets go of a deleted configuration a
+// moment later.
+const uninstallSettle = time.Second
+
 // uninstall runs helm uninstall, stops the webhook the release ran (stop),
-// and checks that the release left nothing that admits a job.
+// and checks that the release left nothing that admits a job, nor
+// anything of its hooks. Jobs created with a dry run, one after another,
+// while helm uninstall runs and for uninstallSettle after, are all
+// admitted: the pre-delete hook, which the hookRunner runs as its
+// ServiceAccount while the Service still exists, has deleted the webhook
+// configuration before anything else went.
 func (c *cluster) uninstall(ctx context.Context, t *testing.T, cli helmCLI, stop func()) {
 	t.Helper()
-	if err := cli.uninstall(); err != nil {
-		t.Fatalf("helm uninstall: %v", err)
+	c.hooks.take()
+	hadWebhook := c.client.Get(ctx, client.ObjectKey{Name: ReleaseName + "-mutating-webhook-configuration"},
+		&admissionregistrationv1.MutatingWebhookConfiguration{}) == nil
+	var uninstallErr error
+	admitted, refused := c.admissionsDuring(ctx, uninstallSettle, func() {
+		uninstallErr = cli.uninstall()
+		stop()
+	})
+	if uninstallErr != nil {
+		t.Fatalf("helm uninstall: %v; the hooks ran: %+v", uninstallErr, c.hooks.take())
 	}
-	stop()
+	t.Logf("creates during helm uninstall and the %s after: %d admitted, %d refused", uninstallSettle, admitted, len(refused))
+	if len(refused) > 0 {
+		t.Errorf("helm uninstall: %d of %d creates refused, the first: %v", len(refused), admitted+len(refused), refused[0])
+	}
+	runs := c.hooks.take()
+	hook := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: ReleaseName + "-mutating-webhook-configuration"}, hook); !apierrors.IsNotFound(err) {
+		t.Errorf("after helm uninstall, the MutatingWebhookConfiguration: want NotFound, got %v", err)
+	}
+	unregistered := slices.IndexFunc(runs, func(r hookRun) bool { return r.name == unregisterHook })
+	if hadWebhook && unregistered < 0 {
+		t.Errorf("helm uninstall ran no pre-delete hook; the hooks ran: %+v", runs)
+	}
+	if unregistered >= 0 {
+		r := runs[unregistered]
+		if r.err != nil || !r.serviceExisted || !strings.Contains(r.output, ": deleted, and") {
+			t.Errorf("the pre-delete hook: want it to delete the configuration while the Service exists, got %+v", r)
+		}
+	}
+	for _, obj := range []client.Object{
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: c.hookNamespace(runs), Name: unregisterHook}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: c.hookNamespace(runs), Name: unregisterHook}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: unregisterHook}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: unregisterHook}},
+	} {
+		if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+			t.Errorf("after helm uninstall, the pre-delete hook's %T %s: want NotFound, got %v", obj, obj.GetName(), err)
+		}
+	}
 	c.expectUninstalled(ctx, t)
+}
+
+// hookNamespace is the namespace the hooks of runs ran in, the release's.
+func (c *cluster) hookNamespace(runs []hookRun) string {
+	for _, r := range runs {
+		if r.namespace != "" {
+			return r.namespace
+		}
+	}
+	return Namespace
 }
 
 // generatedCertificate returns the caBundle of the webhook's configuration

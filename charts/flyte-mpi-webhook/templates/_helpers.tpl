@@ -111,10 +111,18 @@ matchPolicy: Equivalent
 
 {{/*
 The webhook's decision flags that differ from the binary's defaults (webhook -h), so that the
-default install passes the flags config/manager passes and no other. A value goes through the
-kubelet's $(VAR) expansion, so each $ is doubled.
+default install passes the flags config/manager passes and no other, and the log level. A value goes
+through the kubelet's $(VAR) expansion, so each $ is doubled.
 */}}
 {{- define "flyte-mpi-webhook.decisionArgs" -}}
+{{- include "flyte-mpi-webhook.decisionFlags" . }}
+{{- if ne (toString .Values.logLevel) "info" }}
+- {{ printf "--zap-log-level=%v" .Values.logLevel | toJson }}
+{{- end }}
+{{- end -}}
+
+{{/* The decision flags alone, which the server and `webhook check` (helm test) share. */}}
+{{- define "flyte-mpi-webhook.decisionFlags" -}}
 {{- $d := .Values.decisions -}}
 {{- if $d.fallbackWorkerCommand }}
 - {{ printf "--fallback-worker-command=%s" (replace "$" "$$" $d.fallbackWorkerCommand) | toJson }}
@@ -134,9 +142,78 @@ kubelet's $(VAR) expansion, so each $ is doubled.
 {{- if $d.flyteTaskSelector }}
 - {{ printf "--flyte-task-selector=%s" (replace "$" "$$" $d.flyteTaskSelector) | toJson }}
 {{- end }}
-{{- if ne (toString .Values.logLevel) "info" }}
-- {{ printf "--zap-log-level=%v" .Values.logLevel | toJson }}
+{{- end -}}
+
+{{/*
+The hooks' values, as JSON, with the chart's defaults where they lack one: `helm upgrade
+--reuse-values` from a release before them renders with that release's values. testNamespace is the
+namespace helm test creates its MPIJobs in: the one given, or one the test makes (createTestNamespace).
+*/}}
+{{- define "flyte-mpi-webhook.hooks" -}}
+{{- $h := .Values.hooks | default dict -}}
+{{- $test := $h.test | default dict -}}
+{{- $preDelete := $h.preDelete | default dict -}}
+{{- toJson (dict
+  "testNamespace" ($test.namespace | default (printf "%s-helm-test" (include "flyte-mpi-webhook.fullname" .)))
+  "createTestNamespace" (not $test.namespace)
+  "mpiJobVersion" ($test.mpiJobVersion | default "")
+  "preDelete" (hasKey $preDelete "enabled" | ternary $preDelete.enabled true)
+  "resources" ($h.resources | default (dict "requests" (dict "cpu" "10m" "memory" "32Mi") "limits" (dict "cpu" "100m" "memory" "64Mi")))) -}}
+{{- end -}}
+
+{{/*
+The labels of the hooks' objects, for (list $ component). Not the selector labels: the Service, the
+PodDisruptionBudget and the NetworkPolicy select the webhook's pods by those, and must not select
+a hook's.
+*/}}
+{{- define "flyte-mpi-webhook.hookLabels" -}}
+{{- $ := index . 0 -}}
+helm.sh/chart: {{ printf "%s-%s" $.Chart.Name $.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/part-of: {{ $.Chart.Name }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+app.kubernetes.io/version: {{ $.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $.Release.Service }}
+{{- end -}}
+
+{{/*
+The spec of a hook's pod, but its containers: the webhook's image, with the ServiceAccount (list $
+account), on the nodes the webhook's pods may run on, as Pod Security's restricted profile asks.
+*/}}
+{{- define "flyte-mpi-webhook.hookPodSpec" -}}
+{{- $ := index . 0 -}}
+serviceAccountName: {{ index . 1 }}
+restartPolicy: Never
+securityContext:
+  runAsNonRoot: true
+  seccompProfile:
+    type: RuntimeDefault
+{{- with $.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with $.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The parts of a hook's container beside its name and arguments. */}}
+{{- define "flyte-mpi-webhook.hookContainer" -}}
+image: {{ include "flyte-mpi-webhook.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+resources:
+  {{- toYaml (include "flyte-mpi-webhook.hooks" . | fromJson).resources | nindent 2 }}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop:
+    - ALL
 {{- end -}}
 
 {{/*
@@ -188,6 +265,13 @@ says what to set.
 {{- end -}}
 {{- if and (include "flyte-mpi-webhook.clientAuth" . | fromJson).enabled (not $webhook) -}}
 {{- fail "clientAuth.enabled: mode=policy runs no webhook, so there is no server to require the API server's client certificate; use mode=webhook or both" -}}
+{{- end -}}
+{{- $hooks := include "flyte-mpi-webhook.hooks" . | fromJson -}}
+{{- if not $hooks.createTestNamespace -}}
+{{- $excluded := append .Values.webhook.excludedNamespaces .Release.Namespace -}}
+{{- if has $hooks.testNamespace $excluded -}}
+{{- fail (printf "hooks.test.namespace=%s: the webhook and the policy are never called for that namespace (webhook.excludedNamespaces, and the release's own), so helm test would always fail there; name a namespace Flyte runs its jobs in, or leave it empty for one the test makes" $hooks.testNamespace) -}}
+{{- end -}}
 {{- end -}}
 {{- $pdb := .Values.podDisruptionBudget -}}
 {{- if and $webhook $pdb.enabled (gt (int .Values.replicas) 1) -}}
