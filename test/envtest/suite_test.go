@@ -83,6 +83,7 @@ var _ = forEachVersion(func(s *spec) {
 	describeInstall(s)
 	describePolicy(s)
 	describeClientAuth(s)
+	describeOwnCertificates(s)
 })
 
 // job starts from the Flyte-built job name of the version under test, in
