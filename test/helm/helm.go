@@ -59,6 +59,27 @@ func RenderChart(dir string, values map[string]any, apiVersions ...string) (*man
 
 // renderOn is RenderChart on a cluster of Kubernetes kubeVersion, for the release named release.
 func renderOn(kubeVersion *chartutil.KubeVersion, release, dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
+	manifest, err := renderBytes(kubeVersion, release, dir, values, apiVersions...)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifests.Parse(manifest)
+	if err != nil {
+		return nil, fmt.Errorf("the chart's rendering: %w", err)
+	}
+	return m, nil
+}
+
+// RenderBytes is Render's output as `helm template` prints it.
+func RenderBytes(values map[string]any, apiVersions ...string) ([]byte, error) {
+	dir, err := ChartDir()
+	if err != nil {
+		return nil, err
+	}
+	return renderBytes(&KubeVersion, ReleaseName, dir, values, apiVersions...)
+}
+
+func renderBytes(kubeVersion *chartutil.KubeVersion, release, dir string, values map[string]any, apiVersions ...string) ([]byte, error) {
 	chart, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)
@@ -72,9 +93,5 @@ func renderOn(kubeVersion *chartutil.KubeVersion, release, dir string, values ma
 	if err != nil {
 		return nil, err
 	}
-	m, err := manifests.Parse([]byte(rel.Manifest))
-	if err != nil {
-		return nil, fmt.Errorf("the chart's rendering: %w", err)
-	}
-	return m, nil
+	return []byte(rel.Manifest), nil
 }
