@@ -77,8 +77,12 @@ func Plan(c Config, now time.Time, data map[string][]byte, published []byte, iss
 		served = nil
 	case !verifies(served, cas[:1], c.DNSNames[0], now):
 		// The old CA's, while a new CA is being published: switch once the
-		// caBundle has held the new one for Grace.
+		// caBundle has held the new one for Grace. Until it holds it, look
+		// again a Grace later, not at once: its update is an event anyway.
 		if at := issued(cas[0]).Add(c.Grace); !holds(published, cas[0]) || now.Before(at) {
+			if !holds(published, cas[0]) && at.Before(now.Add(c.Grace)) {
+				at = now.Add(c.Grace)
+			}
 			recheck.add(at)
 			break
 		}

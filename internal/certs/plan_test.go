@@ -147,7 +147,7 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "the new CA not yet in the caBundle: the serving certificate waits", now: caDue.Add(5 * time.Minute),
 		data: replacing, published: beforeCADue[KeyCA],
-		wantCAs: []string{"test-ca@2h0m0s", "test-ca@0s"}, wantServedBy: "test-ca@0s", wantRecheck: 2*time.Hour + time.Minute,
+		wantCAs: []string{"test-ca@2h0m0s", "test-ca@0s"}, wantServedBy: "test-ca@0s", wantRecheck: 2*time.Hour + 6*time.Minute,
 	}, {
 		name: "the new CA in the caBundle for less than Grace: the serving certificate waits", now: caDue.Add(30 * time.Second),
 		data: replacing, published: replacing[KeyCA],
