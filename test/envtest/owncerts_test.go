@@ -119,7 +119,7 @@ func describeOwnCertificates(s *spec) bool {
 				g.Expect(data[certs.KeyCA]).To(Equal(before[certs.KeyCA]))
 			}).WithContext(ctx).WithTimeout(framework.ServeTimeout).Should(Succeed())
 			Expect(caBundle(ctx, s, own.Configuration)).To(Equal(before[certs.KeyCA]))
-			time.Sleep(3 * config.Grace) // calls with the new certificate
+			calls.expectMore(3 * config.Grace) // calls with the new certificate
 
 			By("deleting ca.key: a new CA, both in the caBundle, the serving certificate moved to it, the old CA dropped")
 			patchSecret(ctx, s, secret, certs.KeyCAKey)
@@ -133,13 +133,12 @@ func describeOwnCertificates(s *spec) bool {
 				g.Expect(caBundle(ctx, s, own.Configuration)).To(Equal(data[certs.KeyCA]))
 				newCA = data[certs.KeyCA]
 			}).WithContext(ctx).WithTimeout(framework.ServeTimeout).Should(Succeed())
-			time.Sleep(3 * config.Grace) // calls with the new CA alone
+			calls.expectMore(3 * config.Grace) // calls with the new CA alone
 
 			made, refused, unready := calls.stop()
 			GinkgoWriter.Printf("through both renewals: %d dry-run creates, %d refused; %d readiness probes failed\n", made, len(refused), unready)
 			Expect(refused).To(BeEmpty())
 			Expect(unready).To(BeZero())
-			Expect(made).To(BeNumerically(">", 50))
 			Expect(caBundle(ctx, s, own.Configuration)).To(Equal(newCA))
 		})
 	})
@@ -199,11 +198,11 @@ func ready(address string) error {
 
 // calls creates labelled Flyte jobs (dry-run) and probes /readyz, each in a loop, until stop.
 type calls struct {
-	made, unready atomic.Int64
-	mu            sync.Mutex
-	refused       []string
-	cancel        context.CancelFunc
-	done          sync.WaitGroup
+	made, probed, unready atomic.Int64
+	mu                    sync.Mutex
+	refused               []string
+	cancel                context.CancelFunc
+	done                  sync.WaitGroup
 }
 
 func startCalls(s *spec, probeAddress string) *calls {
@@ -233,6 +232,7 @@ func startCalls(s *spec, probeAddress string) *calls {
 		defer GinkgoRecover()
 		defer c.done.Done()
 		for ctx.Err() == nil {
+			c.probed.Add(1)
 			if err := ready(probeAddress); err != nil {
 				c.unready.Add(1)
 				GinkgoWriter.Printf("%s: not ready: %v\n", time.Now().Format(time.StampMilli), err)
@@ -241,6 +241,19 @@ func startCalls(s *spec, probeAddress string) *calls {
 		}
 	}()
 	return c
+}
+
+// expectMore waits for, and at least, d, and fails unless creates and
+// probes were made meanwhile: however slow the machine, each step is
+// called through.
+func (c *calls) expectMore(d time.Duration) {
+	GinkgoHelper()
+	made, probed := c.made.Load(), c.probed.Load()
+	time.Sleep(d)
+	Eventually(func(g Gomega) {
+		g.Expect(c.made.Load()).To(BeNumerically(">=", made+3), "dry-run creates")
+		g.Expect(c.probed.Load()).To(BeNumerically(">=", probed+3), "readiness probes")
+	}).WithTimeout(framework.ServeTimeout).Should(Succeed())
 }
 
 func (c *calls) stop() (made int64, refused []string, unready int64) {
