@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/flyteorg/flyte-mpi-webhook/internal/certs"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 )
@@ -31,6 +32,33 @@ func bindServerFlags(fs *flag.FlagSet, c *server.Config) {
 	fs.DurationVar(&c.ShutdownDrain, "shutdown-drain", c.ShutdownDrain,
 		"how long to keep serving, unready, after SIGTERM, while endpoints stop sending here; then requests in flight get "+
 			server.ShutdownTimeout.String()+" to finish. Keep both below the pod's terminationGracePeriodSeconds")
+}
+
+// bindCertFlags binds the flags of the webhook's own certificates, certs.Config.
+func bindCertFlags(fs *flag.FlagSet, c *certs.Config) {
+	fs.StringVar(&c.Secret, "cert-secret", c.Secret,
+		"namespace/name of a Secret, which must exist, in which the webhook keeps a CA and its serving certificate itself: "+
+			"it writes the certificate into --cert-dir and the CA into the caBundle of --cert-webhook-configuration, renewing "+
+			"each before it expires; it needs get, list, watch and update of both, by name (default none: serve --cert-dir's "+
+			"files, which someone else writes)")
+	fs.StringVar(&c.Configuration, "cert-webhook-configuration", c.Configuration,
+		"with --cert-secret, the name of the MutatingWebhookConfiguration whose caBundle the webhook writes")
+	fs.Func("cert-dns-names", "with --cert-secret, the comma-separated DNS names of the serving certificate, the Service's "+
+		"(<service>.<namespace>.svc); the readiness check verifies it for the first (default none)", func(s string) error {
+		c.DNSNames = nil
+		for name := range strings.SplitSeq(s, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				c.DNSNames = append(c.DNSNames, name)
+			}
+		}
+		return nil
+	})
+	fs.DurationVar(&c.CAValidity, "cert-ca-validity", c.CAValidity,
+		"with --cert-secret, how long a CA is valid; it is replaced once two thirds of that have passed, "+
+			"the serving certificate moving to the new CA only once the caBundle holds it")
+	fs.DurationVar(&c.Validity, "cert-validity", c.Validity,
+		"with --cert-secret, how long a serving certificate is valid (at most until its CA expires); it is renewed once "+
+			"two thirds of that have passed (at least "+certs.MinValidity.String()+")")
 }
 
 // bindDecisionFlags binds the flags that shape the decision. The server and

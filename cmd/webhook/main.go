@@ -13,6 +13,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flyteorg/flyte-mpi-webhook/internal/admission"
+	"github.com/flyteorg/flyte-mpi-webhook/internal/certs"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/mutate"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server"
 	"github.com/flyteorg/flyte-mpi-webhook/internal/truncate"
@@ -53,24 +55,31 @@ func main() {
 		}
 	}
 
-	cfg, opts := server.DefaultConfig(), mutate.DefaultOptions()
+	cfg, certCfg, opts := server.DefaultConfig(), certs.DefaultConfig(), mutate.DefaultOptions()
 	fs := flag.NewFlagSet("webhook", flag.ExitOnError)
 	bindServerFlags(fs, &cfg)
+	bindCertFlags(fs, &certCfg)
 	bindDecisionFlags(fs, &opts)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on a bad flag
 
 	ctrl.SetLogger(truncate.Logger(zap.New(zap.UseFlagOptions(&zapOpts))))
-	if err := serve(cfg, opts); err != nil {
+	if err := serve(cfg, certCfg, opts); err != nil {
 		ctrl.Log.Error(err, "webhook stopped")
 		os.Exit(1)
 	}
 }
 
-func serve(cfg server.Config, opts mutate.Options) error {
+func serve(cfg server.Config, certCfg certs.Config, opts mutate.Options) error {
 	// The Go runtime's soft memory limit, from the container's (see config/manager).
 	memoryLimit, err := setMemoryLimit(os.Getenv(memoryLimitEnv))
+	if err != nil {
+		return err
+	}
+	// The first SIGTERM or SIGINT starts the drain; a second exits at once.
+	ctx := ctrl.SetupSignalHandler()
+	rotator, err := ownCertificates(ctx, &cfg, certCfg)
 	if err != nil {
 		return err
 	}
@@ -81,14 +90,44 @@ func serve(cfg server.Config, opts mutate.Options) error {
 	if err != nil {
 		return err
 	}
+	if rotator != nil {
+		if err := rotator.AddTo(mgr); err != nil {
+			return err
+		}
+	}
 	build := version.Get()
 	ctrl.Log.Info("starting", "version", build.Version, "revision", build.Revision, "goVersion", build.GoVersion, "port", cfg.Port, "certDir", cfg.CertDir,
 		"clientCAName", cfg.ClientCAName, "clientCNName", cfg.ClientCNName,
 		"flyteTaskSelector", opts.FlyteTaskSelector.String(), "containerName", opts.ContainerName,
 		"injectAs", opts.InjectAs, "fallbackWorkerCommand", opts.FallbackCommand, "onInvalid", opts.OnInvalid,
-		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit, "limits", limits)
-	// The first SIGTERM or SIGINT starts the drain; a second exits at once.
-	return mgr.Start(ctrl.SetupSignalHandler())
+		"shutdownDrain", cfg.ShutdownDrain, "goMemoryLimit", memoryLimit, "certSecret", certCfg.Secret, "limits", limits)
+	return mgr.Start(ctx)
+}
+
+// ownCertificates, with --cert-secret, makes or reads the serving
+// certificate, writes it into --cert-dir before the server loads it, and
+// adds to /readyz the check that the caBundle trusts it; it returns the
+// Rotator that keeps both up to date, or nil without --cert-secret.
+func ownCertificates(ctx context.Context, cfg *server.Config, certCfg certs.Config) (*certs.Rotator, error) {
+	if !certCfg.Enabled() {
+		return nil, nil
+	}
+	if err := certCfg.Validate(); err != nil {
+		return nil, err
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--cert-secret reads and writes the Secret through the API server: %w", err)
+	}
+	rotator, err := certs.New(restConfig, certCfg, cfg.CertDir, ctrl.Log.WithName("certificates"))
+	if err != nil {
+		return nil, err
+	}
+	if err := rotator.Bootstrap(ctx); err != nil {
+		return nil, err
+	}
+	cfg.ReadyCheck = rotator.ReadyCheck(server.ServedCertificate)
+	return rotator, nil
 }
 
 // readInput reads a subcommand's -f: a file, or standard input for -, each

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/x509"
+	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,22 +30,33 @@ type expiryCollector struct{}
 func (expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certificateExpiry }
 
 func (expiryCollector) Collect(ch chan<- prometheus.Metric) {
+	if leaf, err := ServedCertificate(); err == nil {
+		ch <- prometheus.MustNewConstMetric(certificateExpiry, prometheus.GaugeValue, float64(leaf.NotAfter.Unix()))
+	}
+}
+
+// errNoCertificate: no server holds a certificate yet.
+var errNoCertificate = errors.New("no serving certificate loaded")
+
+// ServedCertificate is the certificate the server New built last serves
+// now, as its watcher last reloaded it.
+func ServedCertificate() (*x509.Certificate, error) {
 	watcher := servingCertificates.Load()
 	if watcher == nil {
-		return
+		return nil, errNoCertificate
 	}
-	cert, _ := watcher.GetCertificate(nil)
+	cert, err := watcher.GetCertificate(nil)
+	if err != nil {
+		return nil, err
+	}
 	if cert == nil || len(cert.Certificate) == 0 {
-		return
+		return nil, errNoCertificate
 	}
-	leaf := cert.Leaf
-	if leaf == nil { // tls.X509KeyPair fills Leaf since Go 1.23, unless GODEBUG=x509keypairleaf=0
-		var err error
-		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return
-		}
+	if cert.Leaf != nil {
+		return cert.Leaf, nil
 	}
-	ch <- prometheus.MustNewConstMetric(certificateExpiry, prometheus.GaugeValue, float64(leaf.NotAfter.Unix()))
+	// tls.X509KeyPair fills Leaf since Go 1.23, unless GODEBUG=x509keypairleaf=0
+	return x509.ParseCertificate(cert.Certificate[0])
 }
 
 func init() {

@@ -44,10 +44,10 @@ func errorLog(logger logr.Logger) *log.Logger {
 	return slog.NewLogLogger(logr.ToSlogHandler(logger), slog.LevelInfo)
 }
 
-// addProbes adds to mgr the servers of cfg's probe and metrics ports; /readyz asks ready.
-func addProbes(mgr manager.Manager, cfg Config, limits Limits, ready healthz.Checker) error {
+// addProbes adds to mgr the servers of cfg's probe and metrics ports; /readyz asks each of ready.
+func addProbes(mgr manager.Manager, cfg Config, limits Limits, ready map[string]healthz.Checker) error {
 	probes, metricsMux := http.NewServeMux(), http.NewServeMux()
-	for name, checks := range map[string]map[string]healthz.Checker{"/healthz": {"ping": healthz.Ping}, "/readyz": {"webhook": ready}} {
+	for name, checks := range map[string]map[string]healthz.Checker{"/healthz": {"ping": healthz.Ping}, "/readyz": ready} {
 		handler := http.StripPrefix(name, &healthz.Handler{Checks: checks})
 		probes.Handle(name, handler)
 		probes.Handle(name+"/", handler)

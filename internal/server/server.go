@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -72,6 +73,11 @@ type Config struct {
 	// then get ShutdownTimeout to finish (--shutdown-drain). Defaults to
 	// DefaultShutdownDrain, 15s.
 	ShutdownDrain time.Duration
+	// ReadyCheck, no flag's, is one more check of /readyz: cmd/webhook's
+	// with --cert-secret, that the caBundle trusts the certificate served
+	// (ServedCertificate). Defaults to none: /readyz checks only that the
+	// webhook serves.
+	ReadyCheck healthz.Checker
 }
 
 // DefaultConfig returns the settings the webhook runs with when no flag is given.
@@ -112,7 +118,11 @@ func New(cfg Config, limits Limits, path string, hook http.Handler) (manager.Man
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	mgr.GetWebhookServer().Register(path, hook)
-	if err := addProbes(mgr, cfg, limits, webhookServer.StartedChecker()); err != nil {
+	ready := map[string]healthz.Checker{"webhook": webhookServer.StartedChecker()}
+	if cfg.ReadyCheck != nil {
+		ready["certificate"] = cfg.ReadyCheck
+	}
+	if err := addProbes(mgr, cfg, limits, ready); err != nil {
 		return nil, err
 	}
 	return mgr, nil

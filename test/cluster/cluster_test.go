@@ -536,6 +536,10 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 		reinstall(ctx)
 	})
 
+	// Alone: make test-cluster TEST_CLUSTER_ARGS=-ginkgo.label-filter=gitops
+	Context("installed as a GitOps sync installs it, helm template applied twice with kubectl, certificates.source self",
+		Ordered, Label("gitops"), gitopsSpecs)
+
 	It("in policy mode, with no webhook Pod, runs the declared worker commands and leaves the other tasks alone", func(ctx SpecContext) {
 		helmUpgrade(ctx, "mode=policy")
 		Eventually(ctx, func(g Gomega) {

@@ -91,6 +91,13 @@ func (c *creator) create(job *unstructured.Unstructured) {
 	c.mu.Unlock()
 }
 
+// created returns the outcomes so far, and keeps creating.
+func (c *creator) created() []creation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.outcomes)
+}
+
 // finish stops the creator and returns every outcome.
 func (c *creator) finish() []creation {
 	c.stop()

@@ -84,6 +84,7 @@ var _ = forEachVersion(func(s *spec) {
 	describePolicy(s)
 	describeClientAuth(s)
 	describeHooks(s)
+	describeOwnCertificates(s)
 })
 
 // job starts from the Flyte-built job name of the version under test, in

@@ -20,12 +20,16 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -267,20 +271,30 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binar
 		t.Fatal(err)
 	}
 	pod := deployment.Spec.Template.Spec
-	if len(pod.Containers) != 1 || len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil {
-		t.Fatalf("the Deployment's pod: want one container and one Secret volume, got %d and %v", len(pod.Containers), pod.Volumes)
+	if len(pod.Containers) != 1 || len(pod.Volumes) != 1 || (pod.Volumes[0].Secret == nil) == (pod.Volumes[0].EmptyDir == nil) {
+		t.Fatalf("the Deployment's pod: want one container and one Secret or emptyDir volume, got %d and %v", len(pod.Containers), pod.Volumes)
 	}
 	container := pod.Containers[0]
 
 	certDir := t.TempDir()
-	secret := &corev1.Secret{}
-	if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod.Volumes[0].Secret.SecretName}, secret); err != nil {
-		t.Fatal(err)
-	}
-	for _, key := range []string{"tls.crt", "tls.key"} {
-		if err := os.WriteFile(filepath.Join(certDir, key), secret.Data[key], 0o600); err != nil {
+	var env []string
+	if pod.Volumes[0].Secret != nil {
+		secret := &corev1.Secret{}
+		if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod.Volumes[0].Secret.SecretName}, secret); err != nil {
 			t.Fatal(err)
 		}
+		for _, key := range []string{"tls.crt", "tls.key"} {
+			if err := os.WriteFile(filepath.Join(certDir, key), secret.Data[key], 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		// certificates.source=self: the webhook writes its certificate into
+		// the emptyDir, and reaches the API server with the pod's token.
+		if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+			t.Fatal("the Deployment's pod writes its certificate, and mounts no ServiceAccount token")
+		}
+		env = append(env, "KUBECONFIG="+c.serviceAccountKubeconfig(ctx, t, namespace, pod.ServiceAccountName))
 	}
 
 	// The container's env, as the kubelet resolves it: the ConfigMaps its
@@ -311,7 +325,7 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binar
 	})
 	memoryLimit := "MEMORY_LIMIT=" + strconv.FormatInt(container.Resources.Limits.Memory().Value(), 10)
 	for attempt := 1; ; attempt++ {
-		port, ran, stop, logs, err := startWebhook(ctx, t, binary, append(args, "--cert-dir="+certDir), memoryLimit)
+		port, ran, stop, logs, err := startWebhook(ctx, t, binary, append(args, "--cert-dir="+certDir), append(env, memoryLimit)...)
 		if err == nil {
 			// The webhook serves the certificate the API server is to trust.
 			conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port), &tls.Config{InsecureSkipVerify: true}) // only that TLS is served
@@ -338,6 +352,29 @@ func (c *cluster) runWebhook(ctx context.Context, t *testing.T, namespace, binar
 		}
 		t.Fatalf("the webhook, run as %v, never got ready: %v\n%s", ran, err, logs.String())
 	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig for the API server with a
+// token of the ServiceAccount, as the kubelet mounts into its pods, and
+// returns its path: the webhook gets what RBAC grants the ServiceAccount.
+func (c *cluster) serviceAccountKubeconfig(ctx context.Context, t *testing.T, namespace, name string) string {
+	t.Helper()
+	request := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.client.SubResource("token").Create(ctx, sa, request); err != nil {
+		t.Fatalf("a token of the ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	config, err := clientcmd.LoadFromFile(c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := config.Contexts[config.CurrentContext]
+	config.AuthInfos = map[string]*clientcmdapi.AuthInfo{current.AuthInfo: {Token: request.Status.Token}}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*config, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // startWebhook starts binary with args, a webhook port and a probe port of

@@ -83,15 +83,32 @@ func RenderHooks(values map[string]any, apiVersions ...string) (*manifests.Manif
 
 // renderOn is RenderChart on a cluster of Kubernetes kubeVersion, for the release named release.
 func renderOn(kubeVersion *chartutil.KubeVersion, release, dir string, values map[string]any, apiVersions ...string) (*manifests.Manifests, error) {
-	rel, err := renderRelease(kubeVersion, release, dir, values, apiVersions...)
+	manifest, err := renderBytes(kubeVersion, release, dir, values, apiVersions...)
 	if err != nil {
 		return nil, err
 	}
-	m, err := manifests.Parse([]byte(rel.Manifest))
+	m, err := manifests.Parse(manifest)
 	if err != nil {
 		return nil, fmt.Errorf("the chart's rendering: %w", err)
 	}
 	return m, nil
+}
+
+// RenderBytes is Render's output as `helm template` prints it.
+func RenderBytes(values map[string]any, apiVersions ...string) ([]byte, error) {
+	dir, err := ChartDir()
+	if err != nil {
+		return nil, err
+	}
+	return renderBytes(&KubeVersion, ReleaseName, dir, values, apiVersions...)
+}
+
+func renderBytes(kubeVersion *chartutil.KubeVersion, release, dir string, values map[string]any, apiVersions ...string) ([]byte, error) {
+	rel, err := renderRelease(kubeVersion, release, dir, values, apiVersions...)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(rel.Manifest), nil
 }
 
 // renderRelease renders the chart in dir as `helm template` does.

@@ -100,6 +100,9 @@ func TestInstall(t *testing.T) {
 					t.Run("switch modes with helm upgrade", func(t *testing.T) {
 						c.switchModes(ctx, t, cli, h.namespace)
 					})
+					t.Run("install, upgrade, uninstall, certificates.source self", func(t *testing.T) {
+						c.installUpgradeUninstallSelf(ctx, t, cli, h.namespace)
+					})
 				})
 			}
 		})
@@ -187,6 +190,63 @@ func (c *cluster) installUpgradeUninstall(ctx context.Context, t *testing.T, cli
 	c.helmTest(ctx, t, cli, namespace, mode)
 
 	c.uninstall(ctx, t, cli, stop)
+}
+
+// installUpgradeUninstallSelf installs mode webhook with
+// certificates.source=self and runs the webhook as its pods would, with
+// their ServiceAccount's token and RBAC: it fills the Secret and the
+// caBundle, turns ready, and every job is stored as it decides; helm
+// upgrade, which renders the Secret empty as before, leaves both as they
+// were, and the webhook restarted serves with them.
+func (c *cluster) installUpgradeUninstallSelf(ctx context.Context, t *testing.T, cli helmCLI, namespace string) {
+	vals := withImage("certificates.source", "self")
+	if err := cli.install(workTreeChart(t), vals); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	stop := c.runWebhook(ctx, t, namespace, buildWebhook(t))
+	c.expectJobsStoredAsDecided(ctx, t, "webhook")
+	caBundle, secret := c.selfCertificate(ctx, t, namespace)
+
+	vals["replicas"] = 3
+	if err := cli.upgrade(workTreeChart(t), vals, false); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	stop()
+	stop = c.runWebhook(ctx, t, namespace, buildWebhook(t))
+	gotCABundle, gotSecret := c.selfCertificate(ctx, t, namespace)
+	if caBundle != gotCABundle {
+		t.Errorf("helm upgrade changed the caBundle")
+	}
+	if diff := cmp.Diff(secret, gotSecret); diff != "" {
+		t.Errorf("helm upgrade changed the webhook's Secret (-before +after):\n%s", diff)
+	}
+	c.expectJobsStoredAsDecided(ctx, t, "webhook")
+	c.uninstall(ctx, t, cli, stop)
+}
+
+// selfCertificate returns the caBundle of the webhook's configuration and
+// the data of the Secret the webhook keeps with certificates.source=self,
+// once the caBundle is that Secret's ca.crt.
+func (c *cluster) selfCertificate(ctx context.Context, t *testing.T, namespace string) (string, map[string][]byte) {
+	t.Helper()
+	hook := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: ReleaseName + "-mutating-webhook-configuration"}, hook); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ReleaseName + "-webhook-certs"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	caBundle := string(hook.Webhooks[0].ClientConfig.CABundle)
+	if caBundle == "" || caBundle != string(secret.Data["ca.crt"]) {
+		t.Fatalf("the caBundle is not the webhook's Secret's ca.crt")
+	}
+	for _, key := range []string{"ca.key", "tls.crt", "tls.key"} {
+		if len(secret.Data[key]) == 0 {
+			t.Fatalf("the webhook's Secret has no %s", key)
+		}
+	}
+	return caBundle, secret.Data
 }
 
 // upgradeFromV010 installs release v0.1.0 in mode, its chart and its

@@ -207,6 +207,36 @@ func TestRender(t *testing.T) {
 			webhookConfig + " {.webhooks[0].clientConfig.caBundle}":            "Q0E=",
 		},
 	}, {
+		name:    "certificates the webhook keeps itself: an empty Secret, its flags, a token, a volume in memory, no caBundle",
+		values:  withImage("certificates.source", "self", "certificates.self.caValidity", "8760h", "certificates.self.validity", "720h"),
+		objects: sorted(withoutGeneratedSecret(slices.Clone(webhookObjects)), selfObjects),
+		want: map[string]string{
+			deployment + " " + container + ".args}": defaultArgs + `,"--cert-secret=` + Namespace + `/flyte-mpi-webhook-webhook-certs",` +
+				`"--cert-webhook-configuration=flyte-mpi-webhook-mutating-webhook-configuration",` +
+				`"--cert-dns-names=flyte-mpi-webhook-webhook-service.` + Namespace + `.svc,flyte-mpi-webhook-webhook-service.` + Namespace + `.svc.cluster.local",` +
+				`"--cert-ca-validity=8760h","--cert-validity=720h"]`,
+			deployment + " {.spec.template.spec.automountServiceAccountToken}": "true",
+			deployment + " {.spec.template.spec.volumes}":                      `[{"emptyDir":{"medium":"Memory","sizeLimit":"1Mi"},"name":"cert"}]`,
+			deployment + " " + container + ".volumeMounts}":                    `[{"mountPath":"/tmp/k8s-webhook-server/serving-certs","name":"cert"}]`,
+			deployment + " " + container + ".readinessProbe.httpGet.path}":     "/readyz",
+			webhookConfig + " {.webhooks[0].clientConfig}": `{"service":{"name":"flyte-mpi-webhook-webhook-service","namespace":"` + Namespace +
+				`","path":"/mutate-mpijob"}}`,
+			"Secret/flyte-mpi-webhook-webhook-certs {.type}":                                  "Opaque",
+			"Secret/flyte-mpi-webhook-webhook-certs {.data}":                                  "(missing)",
+			"ServiceAccount/flyte-mpi-webhook-webhook-server {.automountServiceAccountToken}": "false",
+		},
+	}, {
+		name: "certificates the webhook keeps itself, with client certificates and a NetworkPolicy: the client CA beside them, egress to the API server",
+		values: withImage("certificates.source", "self", "clientAuth.enabled", true, "networkPolicy.enabled", true,
+			"networkPolicy.webhookFrom", []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}},
+			"networkPolicy.apiServerTo", []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.1/32"}}}),
+		want: map[string]string{
+			deployment + " {.spec.template.spec.volumes[1]}": `{"configMap":{"items":[{"key":"ca.crt","path":"client-ca.crt"}],"name":"flyte-mpi-webhook-client-ca"},"name":"client-ca"}`,
+			deployment + " " + container + ".volumeMounts[1]}": `{"mountPath":"/tmp/k8s-webhook-server/serving-certs/client-ca.crt","name":"client-ca",` +
+				`"readOnly":true,"subPath":"client-ca.crt"}`,
+			"NetworkPolicy/flyte-mpi-webhook-webhook-server {.spec.egress}": `[{"to":[{"ipBlock":{"cidr":"10.0.0.1/32"}}]}]`,
+		},
+	}, {
 		name:   "client certificates: the flag, and the CA's ConfigMap, config/client-auth's, beside the serving certificate",
 		values: withImage("clientAuth.enabled", true),
 		want: map[string]string{
@@ -378,6 +408,17 @@ func TestRenderRefuses(t *testing.T) {
 			want: []string{"certificates.secret.name is required"}},
 		{name: "a Secret without its CA", values: withImage("certificates.source", "secret", "certificates.secret.name", "c"),
 			want: []string{"certificates.secret.caBundle is required"}},
+		{name: "a serving certificate the webhook keeps for less than 5m", values: withImage("certificates.source", "self", "certificates.self.validity", "4m"),
+			want: []string{"certificates.self.validity=4m: at least 5m"}},
+		{name: "a CA the webhook keeps for less than its serving certificate", values: withImage("certificates.source", "self", "certificates.self.caValidity", "90m",
+			"certificates.self.validity", "2h"), want: []string{"certificates.self.caValidity=90m is shorter than certificates.self.validity=2h"}},
+		{name: "a validity that is no duration the chart reads", values: withImage("certificates.source", "self", "certificates.self.validity", "1y"),
+			want: []string{"certificates/self/validity", "1y"}},
+		{name: "a misspelt value of self", values: withImage("certificates.source", "self", "certificates.self.validityDays", 30),
+			want: []string{"validityDays"}},
+		{name: "a NetworkPolicy that lets the webhook reach no API server", values: withImage("certificates.source", "self", "networkPolicy.enabled", true,
+			"networkPolicy.webhookFrom", []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}}),
+			want: []string{"networkPolicy.apiServerTo is required with networkPolicy.enabled and certificates.source=self"}},
 		{name: "cert-manager on a cluster without it", values: withImage("certificates.source", "certManager"),
 			want: []string{"certificates.source=certManager needs cert-manager"}},
 		{name: "a policy with a flag it does not implement", values: withImage("mode", "both", "decisions.injectAs", "args"),

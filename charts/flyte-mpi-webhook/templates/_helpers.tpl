@@ -57,13 +57,31 @@ values that lack it (helm upgrade --reuse-values from a release before these val
 {{- define "flyte-mpi-webhook.serviceName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-webhook-service{{- end -}}
 {{- define "flyte-mpi-webhook.servingCertificateName" -}}{{ include "flyte-mpi-webhook.fullname" . }}-serving-cert{{- end -}}
 
-{{/* The Secret the pods mount: the one given, or the one the chart or cert-manager writes. */}}
+{{/*
+The Secret of the serving certificate: the one given, the one the chart or cert-manager writes and
+the pods mount, or, with source self, the one the webhook keeps its CA and certificate in.
+*/}}
 {{- define "flyte-mpi-webhook.certSecretName" -}}
 {{- if eq .Values.certificates.source "secret" -}}
 {{- .Values.certificates.secret.name -}}
+{{- else if eq .Values.certificates.source "self" -}}
+{{- include "flyte-mpi-webhook.fullname" . }}-webhook-certs
 {{- else -}}
 {{- include "flyte-mpi-webhook.fullname" . }}-webhook-server-cert
 {{- end -}}
+{{- end -}}
+
+{{/*
+The certificates.self values, as JSON, with the chart's defaults where they lack one (helm upgrade
+--reuse-values from a chart before source self), and each in minutes.
+*/}}
+{{- define "flyte-mpi-webhook.selfCertificates" -}}
+{{- $self := mergeOverwrite (dict "caValidity" "87600h" "validity" "8760h") (deepCopy (.Values.certificates.self | default dict)) -}}
+{{- range $name := list "caValidity" "validity" -}}
+{{- $value := toString (index $self $name) -}}
+{{- $_ := set $self (printf "%sMinutes" $name) (mul (trimSuffix "h" (trimSuffix "m" $value) | atoi) (hasSuffix "h" $value | ternary 60 1)) -}}
+{{- end -}}
+{{- toJson $self -}}
 {{- end -}}
 
 {{/*
@@ -253,6 +271,18 @@ says what to set.
 {{- end -}}
 {{- if and (eq .Values.certificates.source "certManager") (not (.Capabilities.APIVersions.Has "cert-manager.io/v1")) -}}
 {{- fail "certificates.source=certManager needs cert-manager (the cert-manager.io/v1 API), which this cluster does not serve: install cert-manager first, or use certificates.source=generate (with helm template, pass --api-versions cert-manager.io/v1)" -}}
+{{- end -}}
+{{- if eq .Values.certificates.source "self" -}}
+{{- $self := include "flyte-mpi-webhook.selfCertificates" . | fromJson -}}
+{{- if lt (int $self.validityMinutes) 5 -}}
+{{- fail (printf "certificates.self.validity=%s: at least 5m, so that each step of a CA's replacement gets its minute" $self.validity) -}}
+{{- end -}}
+{{- if lt (int $self.caValidityMinutes) (int $self.validityMinutes) -}}
+{{- fail (printf "certificates.self.caValidity=%s is shorter than certificates.self.validity=%s: a serving certificate never outlives its CA" $self.caValidity $self.validity) -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServerTo) -}}
+{{- fail "networkPolicy.apiServerTo is required with networkPolicy.enabled and certificates.source=self: the webhook reads and writes its Secret and caBundle through the API server, and the policy allows no other egress; give the control plane's addresses as ipBlocks" -}}
+{{- end -}}
 {{- end -}}
 {{- if eq .Values.certificates.source "secret" -}}
 {{- if not .Values.certificates.secret.name -}}

@@ -177,13 +177,20 @@ func (e *Env) serve(ctx, serving context.Context, cfg server.Config, opts mutate
 			fmt.Fprintf(os.Stderr, "webhook server on port %d: %v\n", cfg.Port, err)
 		}
 	}()
-	address := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	if err := waitForTLS(ctx, net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))); err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// waitForTLS returns once address serves TLS, or ServeTimeout has passed.
+func waitForTLS(ctx context.Context, address string) error {
 	dialer := &tls.Dialer{
 		NetDialer: &net.Dialer{Timeout: time.Second},
 		Config:    &tls.Config{InsecureSkipVerify: true}, // a readiness probe: only that TLS is served
 	}
 	var lastErr error
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, ServeTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, ServeTimeout, true, func(ctx context.Context) (bool, error) {
 		conn, err := dialer.DialContext(ctx, "tcp", address)
 		if lastErr = err; err != nil {
 			return false, nil // not listening yet
@@ -191,9 +198,9 @@ func (e *Env) serve(ctx, serving context.Context, cfg server.Config, opts mutate
 		return true, conn.Close()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("webhook server on %s never served TLS: %w", address, errors.Join(err, lastErr))
+		return fmt.Errorf("webhook server on %s never served TLS: %w", address, errors.Join(err, lastErr))
 	}
-	return done, nil
+	return nil
 }
 
 // Stop stops the webhook servers and the API server.
