@@ -278,7 +278,8 @@ test-e2e: kustomize ## Run Flyte's backend and the real MPI operators (training-
 
 ##@ Real cluster
 
-# What make test-cluster passes to the suite (test/cluster), e.g. -ginkgo.focus=Succeeded.
+# What make test-cluster passes to the suite (test/cluster), e.g. -ginkgo.focus=Succeeded; the timing spec
+# (docs/UPSTREAM.md, "What a Flyte user waits") runs only when asked: -ginkgo.label-filter=timing.
 TEST_CLUSTER_ARGS ?=
 # What make test-cluster runs on the cluster, in its network namespace: the suite, or e.g. bash, a shell
 # with the cluster's KUBECONFIG and every part's variable (docs/CLUSTER.md); the cluster goes when it ends.

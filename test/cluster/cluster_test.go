@@ -380,6 +380,12 @@ var _ = Describe("a single-node cluster", Ordered, func() {
 			runWorkflows(ctx, "patched flytepropeller, without the add-on", patchedWorkflows()...)
 		})
 
+	// Only when the label filter asks for it (onlyWhenAsked); here, where
+	// nothing is installed yet, as at its start and end.
+	It("what a Flyte user waits: the workflow that fails without the add-on, alone, under patched flytepropeller "+
+		"without the add-on, and under flytepropeller as published with the webhook and with the policy, arm by arm, "+
+		"three rounds, each run Succeeded at its first attempt", Label(timingLabel), timingSpec)
+
 	It("before it installs, publishes the release to the registry signed with a key (make publish), "+
 		"and verifies it there with the README's \"With a key\" commands", func(ctx SpecContext) {
 		generateKeys(ctx)

@@ -207,17 +207,25 @@ func runWorkflows(ctx context.Context, mode string, workflows ...flyteWorkflow) 
 		if w.want.Phase != "Succeeded" {
 			continue
 		}
-		job := onlyJob(ctx, created[i].GetNamespace())
-		switch {
-		case w.patched && w.task.source == mutate.SourceFlyteWorkerArgs:
-			expectFlyteCommand(job)
-			expectRanIn(ctx, job, fixtures.SSHD)
-		case w.task.declares():
-			expectRestored(job, w.task.source)
-			expectRanIn(ctx, job, fixtures.SSHD)
-		default:
-			expectRanIn(ctx, job, sleep365d)
-		}
+		expectRanAsAsked(ctx, w, onlyJob(ctx, created[i].GetNamespace()))
+	}
+}
+
+// expectRanAsAsked checks that job, the stored job of w, which succeeded,
+// ran as its task asked (expectRanIn): its ranks in workers that run sshd
+// when it declares sshd, as Flyte with the fix made the job when w.patched,
+// as the add-on restored it when not; `sleep 365d` when it declares nothing.
+func expectRanAsAsked(ctx context.Context, w flyteWorkflow, job *unstructured.Unstructured) {
+	GinkgoHelper()
+	switch {
+	case w.patched && w.task.source == mutate.SourceFlyteWorkerArgs:
+		expectFlyteCommand(job)
+		expectRanIn(ctx, job, fixtures.SSHD)
+	case w.task.declares():
+		expectRestored(job, w.task.source)
+		expectRanIn(ctx, job, fixtures.SSHD)
+	default:
+		expectRanIn(ctx, job, sleep365d)
 	}
 }
 
@@ -239,10 +247,15 @@ func expectFlyteCommand(job *unstructured.Unstructured) {
 // propellerLog).
 func usePropeller(ctx context.Context, binary string) {
 	GinkgoHelper()
+	switchPropeller(ctx, binary)
+	DeferCleanup(switchPropeller, propellerBinary)
+}
+
+// switchPropeller stops the flytepropeller running and runs the one of
+// binary (cluster.sh switch-propeller), until it answers.
+func switchPropeller(ctx context.Context, binary string) {
+	GinkgoHelper()
 	run(ctx, 3*time.Minute, env("CLUSTER_SCRIPT"), "switch-propeller", binary)
-	DeferCleanup(func(ctx context.Context) {
-		run(ctx, 3*time.Minute, env("CLUSTER_SCRIPT"), "switch-propeller", propellerBinary)
-	})
 }
 
 // patchedWorkflows are the workflows the suite runs under patched
