@@ -98,7 +98,7 @@ func New(cfg Config, limits Limits, path string, hook http.Handler) (manager.Man
 	}
 	servingCertificates.Store(certs)
 	webhookServer := &webhookServer{config: cfg, limits: limits, tls: tlsConfig, certs: certs, drainDone: time.After,
-		hooks: webhook.NewServer(webhook.Options{WebhookMux: http.NewServeMux()})}
+		Server: webhook.NewServer(webhook.Options{WebhookMux: http.NewServeMux()})}
 	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
 	// the probes and metrics itself, with the bounds the manager's servers lack.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
@@ -118,28 +118,19 @@ func New(cfg Config, limits Limits, path string, hook http.Handler) (manager.Man
 	return mgr, nil
 }
 
-// webhookServer is the manager's webhook.Server.
+// webhookServer is the manager's webhook.Server: controller-runtime's, never started, for Register (a
+// hook counted in controller_runtime_webhook_* as by the manager's default server) and the WebhookMux
+// that Start serves; Start, StartedChecker and NeedLeaderElection are its own.
 type webhookServer struct {
-	config Config
-	limits Limits
-	// hooks is controller-runtime's own webhook server, never started: its
-	// Register serves a hook on its WebhookMux, counted in the library's
-	// controller_runtime_webhook_* metrics, as the manager's default
-	// server counts it. This server serves that mux.
-	hooks     webhook.Server
+	webhook.Server
+	config    Config
+	limits    Limits
 	tls       *tls.Config
 	certs     *certwatcher.CertWatcher
 	drainDone func(time.Duration) <-chan time.Time // time.After, or the tests' own
 
 	serving, draining atomic.Bool
 }
-
-var _ webhook.Server = &webhookServer{}
-
-// Register serves hook at path, counted by controller-runtime's server (hooks).
-func (s *webhookServer) Register(path string, hook http.Handler) { s.hooks.Register(path, hook) }
-
-func (s *webhookServer) WebhookMux() *http.ServeMux { return s.hooks.WebhookMux() }
 
 func (s *webhookServer) NeedLeaderElection() bool { return false }
 
