@@ -8,7 +8,7 @@
 //
 // A connection's life is fair.State's, whose constants say what each state
 // means and where it goes next: acceptInner gives a connection its first,
-// Silent or Handshake; then only Listener.setState changes it (sentByte,
+// Silent or Handshake; then only Listener.setState changes it (handshake,
 // ConnState, release, place). docs/RELIABILITY.md has why.
 package conns
 

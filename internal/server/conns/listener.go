@@ -43,8 +43,7 @@ type Listener struct {
 
 // Listen listens on address for TLS connections with config, within limits.
 func Listen(address string, config *tls.Config, limits Limits) (*Listener, error) {
-	control := deferAccept(limits.HandshakeTimeout)
-	inner, err := (&net.ListenConfig{Control: control}).Listen(context.Background(), "tcp", address)
+	inner, err := (&net.ListenConfig{Control: deferAccept(limits.HandshakeTimeout)}).Listen(context.Background(), "tcp", address)
 	if err != nil {
 		return nil, err
 	}
@@ -55,9 +54,8 @@ func Listen(address string, config *tls.Config, limits Limits) (*Listener, error
 
 func newListener(inner net.Listener, config *tls.Config, limits Limits) *Listener {
 	l := &Listener{Listener: inner, limits: limits, config: config, handshakes: fair.NewGate(limits.MaxHandshakes),
-		done: make(chan net.Conn)}
+		done: make(chan net.Conn), now: time.Now}
 	l.startHandshake = func(c *connection) { go l.handshake(c) }
-	l.now = time.Now
 	l.room.L = &l.mu
 	return l
 }
@@ -182,14 +180,6 @@ var fromHTTP = map[http.ConnState]fair.State{http.StateNew: fair.New, http.State
 func (l *Listener) setState(c *connection, state fair.State) {
 	c.state, c.since = state, l.now()
 	l.changed()
-}
-
-func (l *Listener) sentByte(c *connection) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c.state == fair.Silent {
-		l.setState(c, fair.Handshake)
-	}
 }
 
 // WaitForRequests returns once every connection served has sent a
