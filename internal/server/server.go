@@ -1,11 +1,7 @@
-// Package server serves an admission handler over TLS, with health probes
-// and metrics, from a controller-runtime manager, as its webhook.Server.
-// The binary, the envtest suites and the benchmarks' no-op webhook build it
-// with New. Its Limits are its bounds on what a client can make it hold, a
-// layer a room: connections and TLS handshakes (package conns), the HTTP
-// requests (server.go), TLS (tls.go), the drain (drain.go), the probe and
-// metrics ports (probes.go). It knows no handler's package: bodies and
-// reviews being decided are internal/admission's, with bounds of its own.
+// Package server serves an http.Handler over TLS from a controller-runtime
+// manager, as its webhook.Server, with health probes and metrics; the binary,
+// the envtest suites and the bench build it with New, within its Limits. It
+// knows no handler's package: bodies and reviews are internal/admission's.
 package server
 
 import (
@@ -32,45 +28,31 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// Config is the server's settings. cmd/webhook binds a flag to each but
-// Host (bindServerFlags, kubebuilder's names), its help repeating what is
-// said here; DefaultConfig gives the defaults.
+// Config is the server's settings; cmd/webhook binds a flag to each but Host, the field's
+// name in kebab case (kubebuilder's: --cert-dir). DefaultConfig gives the defaults.
 type Config struct {
-	// CertDir is the directory that holds the serving certificate, tls.crt
-	// and tls.key, reloaded when they change (--cert-dir). Defaults to
-	// controller-runtime's, k8s-webhook-server/serving-certs in the
-	// temporary directory.
+	// CertDir holds the serving certificate, tls.crt and tls.key, reloaded when they change. Defaults to
+	// controller-runtime's, k8s-webhook-server/serving-certs in the temporary directory.
 	CertDir string
-	// ClientCAName is the name of a file in CertDir holding the PEM
-	// certificates of the CA that signed the API server's client
-	// certificate (--client-ca-name). When set, a client without a
-	// certificate it signed is refused at the TLS handshake; the file is
-	// read once, by New. Defaults to none: every client is served.
+	// ClientCAName names a file in CertDir with the PEM certificates of the CA that signed the API server's
+	// client certificate, read once by New; a client without a certificate it signed is then refused at the
+	// TLS handshake. Defaults to none: every client is served.
 	ClientCAName string
-	// ClientCNName is the common name the client certificate must carry,
-	// with ClientCAName; empty accepts any certificate the CA signed
-	// (--client-cn-name). Defaults to DefaultClientCNName, kube-apiserver.
+	// ClientCNName is the common name the client certificate must carry, with ClientCAName; empty accepts
+	// any the CA signed. Defaults to DefaultClientCNName, kube-apiserver.
 	ClientCNName string
-	// Host is the address the webhook port listens on, no flag's: the
-	// tests set it. Defaults to empty: every interface.
+	// Host is the address the webhook port listens on, set by the tests only. Defaults to every interface.
 	Host string
-	// Port is the port the webhook serves HTTPS on (--port). Defaults to
-	// controller-runtime's webhook.DefaultPort, 9443.
+	// Port is the port the webhook serves HTTPS on. Defaults to controller-runtime's webhook.DefaultPort, 9443.
 	Port int
-	// MetricsBindAddress is the address the Prometheus metrics are served
-	// on; "0" disables them (--metrics-bind-address). Defaults to ":8080".
+	// MetricsBindAddress is the address the metrics are served on; "0" disables them. Defaults to ":8080".
 	MetricsBindAddress string
-	// HealthProbeBindAddress is the address /healthz and /readyz are
-	// served on; "0" disables them (--health-probe-bind-address).
-	// Defaults to ":8081".
+	// HealthProbeBindAddress is the address /healthz and /readyz are served on; "0" disables them. Defaults to ":8081".
 	HealthProbeBindAddress string
-	// EnableHTTP2 serves HTTP/2 too (--enable-http2). Defaults to false,
-	// because of the HTTP/2 Rapid Reset attack (CVE-2023-44487).
+	// EnableHTTP2 serves HTTP/2 too. Defaults to false: the HTTP/2 Rapid Reset attack (CVE-2023-44487).
 	EnableHTTP2 bool
-	// ShutdownDrain is how long the webhook serves on, unready, after
-	// SIGTERM, while endpoints stop sending to it; the requests in flight
-	// then get ShutdownTimeout to finish (--shutdown-drain). Defaults to
-	// DefaultShutdownDrain, 15s.
+	// ShutdownDrain is how long the webhook serves on, unready, after SIGTERM, before the requests in flight
+	// get ShutdownTimeout to finish. Defaults to DefaultShutdownDrain, 15s.
 	ShutdownDrain time.Duration
 }
 
