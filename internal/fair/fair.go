@@ -1,10 +1,6 @@
 // Package fair is the one rule by which the webhook shares what it holds
-// among client addresses, so that no flood from one address keeps the API
-// server's reviews out: when every place is taken, the address holding the
-// most gives way, and a place that frees goes to the address holding the
-// fewest. Its Gate shares the TLS handshakes (internal/server/conns) and
-// the reviews being decided (internal/admission); Shares is what each
-// address holds. It imports neither of the packages that use it.
+// among client addresses (GiveWay, Gate, Shares), so that no flood from one
+// address keeps the API server's reviews out. It imports none of its users.
 package fair
 
 import (
@@ -13,8 +9,7 @@ import (
 	"slices"
 )
 
-// Shares is what each client address holds, oldest first. Its zero value
-// holds nothing; it is not safe for concurrent use.
+// Shares is what each client address holds, oldest first; its zero value holds nothing. Not safe for concurrent use.
 type Shares[T comparable] struct {
 	byAddress map[string][]T
 	total     int

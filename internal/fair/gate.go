@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// ClientAddress is the address part of a remote address: the client's IP,
-// by which a Gate, and the connection layer, share their places.
+// ClientAddress is a remote address's host, the client's IP: what a Gate and the connection layer share by.
 func ClientAddress(remote string) string {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
@@ -22,11 +21,9 @@ var errTimeout = errors.New("no place came free in time")
 // NewGate returns a gate of max places.
 func NewGate(max int) *Gate { return &Gate{max: max} }
 
-// Gate lets at most max holders run at once, TLS handshakes or reviews
-// being decided, and the others wait, each until its deadline: a freed
-// place goes to the waiter whose address runs the fewest, the oldest among
-// equals. What a waiter holds, a connection or a body, bounds the waiters;
-// a holder's own deadline bounds it.
+// Gate lets at most max holders run at once, TLS handshakes (internal/server/conns) or reviews being
+// decided (internal/admission), and the others wait, each until its deadline (Leave says who goes next).
+// What a waiter holds, a connection or a body, bounds the waiters; a holder's own deadline bounds it.
 type Gate struct {
 	max int
 
@@ -42,8 +39,7 @@ type Ticket struct {
 	let     chan struct{} // of a ticket that waits: closed once it runs
 }
 
-// Enter waits until a place is free for address, and returns the ticket to
-// leave it with, or an error once deadline passed.
+// Enter waits until a place is free for address, and returns the ticket to leave it with, or an error once deadline passed.
 func (g *Gate) Enter(address string, deadline time.Time) (*Ticket, error) {
 	t := g.queue(address)
 	return t, g.wait(t, deadline)
@@ -82,15 +78,14 @@ func (g *Gate) wait(t *Ticket, deadline time.Time) error {
 	return nil // let in as the deadline passed
 }
 
-// Holders says how many holders run and how many wait, every address's
-// (the connection layer asks whether a handshake waits).
+// Holders says how many holders run and how many wait, every address's.
 func (g *Gate) Holders() (running, waiting int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.running.total, g.waiting.total
 }
 
-// Leave gives t's place to the waiter whose address runs the fewest.
+// Leave gives t's place to the waiter whose address runs the fewest, the oldest among equals.
 func (g *Gate) Leave(t *Ticket) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

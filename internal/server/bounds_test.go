@@ -14,7 +14,7 @@ import (
 // TestProbeServerBoundsHeaders checks that the probe and metrics ports refuse
 // headers above MaxProbeHeaderBytes and still answer a probe.
 func TestProbeServerBoundsHeaders(t *testing.T) {
-	l, err := listen("127.0.0.1:0", DefaultLimits().MaxProbeConns)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,17 +10,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// certificateExpiry exports the NotAfter of the certificate the webhook
-// serves, as cert-manager's certmanager_certificate_expiration_timestamp_seconds
-// does for the certificates it manages. It is read at each scrape from the
-// watcher that reloads the certificate, so it follows a rotation whatever
-// wrote the files (the chart's generated Secret, cert-manager, a Secret of
-// one's own), and the alert FlyteMPIWebhookCertificateExpiresSoon reads it.
+// certificateExpiry is cert-manager's certmanager_certificate_expiration_timestamp_seconds for the
+// certificate served, read at each scrape from the watcher that reloads it, whatever wrote the files;
+// the alert FlyteMPIWebhookCertificateExpiresSoon reads it.
 var certificateExpiry = prometheus.NewDesc("flyte_mpi_webhook_serving_certificate_expiration_timestamp_seconds",
 	"The NotAfter of the serving certificate the webhook holds now (Unix seconds); it follows a rotation.", nil, nil)
 
-// servingCertificates is the watcher of the server New built last: one a
-// process in the binary; in a test that builds several, the last one's.
+// servingCertificates is the watcher of the server New built last; the binary builds one.
 var servingCertificates atomic.Pointer[certwatcher.CertWatcher]
 
 // expiryCollector collects certificateExpiry, and nothing while no server

@@ -22,8 +22,7 @@ const (
 	ShutdownTimeout = 10 * time.Second
 )
 
-// drain serves on, unready, for ShutdownDrain, then stops accepting
-// connections and finishes the requests in flight.
+// drain serves on, unready, for ShutdownDrain, then stops accepting and finishes the requests in flight.
 func (s *webhookServer) drain(ctx context.Context, log logr.Logger, srv *http.Server, listener *conns.Listener, served <-chan error) error {
 	s.draining.Store(true)
 	log.Info("draining: unready, still serving", "for", s.config.ShutdownDrain)
@@ -61,8 +60,7 @@ func (s *webhookServer) closeWhileDraining(next http.Handler) http.Handler {
 	})
 }
 
-// StartedChecker fails until the webhook listens, and from the drain on. It
-// does not dial the webhook: under a flood, a dial waits in the backlog.
+// StartedChecker fails until the webhook listens, and from the drain on; it does not dial (a dial waits behind a flood).
 func (s *webhookServer) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		switch {

@@ -6,11 +6,8 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// Limits are the server's bounds on what a client can make it hold:
-// connections, TLS handshakes, requests, the probe and metrics ports.
-// cmd/webhook builds them beside internal/admission's from one table, and
-// logs them at start; docs/RELIABILITY.md says why each is what it is. Each
-// field's default is DefaultLimits'.
+// Limits are the server's bounds on what a client can make it hold, each field's default DefaultLimits';
+// cmd/webhook logs them at start, and docs/RELIABILITY.md says why each is what it is.
 type Limits struct {
 	// conns.Limits bounds the webhook port's connections and TLS handshakes.
 	conns.Limits
@@ -19,8 +16,7 @@ type Limits struct {
 	MaxHeaderBytes int
 	// ReadHeaderTimeout bounds the time a request's headers may take, on every port. Defaults to 5s.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds a whole request from its first byte; a body's read is bounded by it, which
-	// cmd/webhook gives internal/admission as its ReadTimeout. Defaults to 10s.
+	// ReadTimeout bounds a whole request from its first byte; cmd/webhook gives it to admission as its own. Defaults to 10s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds the time from a request's headers to its answer's end. Defaults to 15s.
 	WriteTimeout time.Duration

@@ -18,14 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-func listen(address string, maxConns int) (net.Listener, error) {
-	l, err := net.Listen("tcp", address)
-	if err != nil {
-		return nil, err
-	}
-	return netutil.LimitListener(l, maxConns), nil
-}
-
 // probeServer serves a probe or metrics port, plain HTTP as the kubelet probes, bounded like the webhook port.
 func probeServer(handler http.Handler, limits Limits, logger logr.Logger) *http.Server {
 	return &http.Server{
@@ -60,11 +52,12 @@ func addProbes(mgr manager.Manager, cfg Config, limits Limits, ready map[string]
 		if port.address == "0" || port.address == "" {
 			continue
 		}
-		listener, err := listen(port.address, limits.MaxProbeConns)
+		listener, err := net.Listen("tcp", port.address)
 		if err != nil {
 			return fmt.Errorf("listening for the %s server on %s: %w", name, port.address, err)
 		}
-		server := &manager.Server{Name: name, Server: probeServer(port.handler, limits, ctrl.Log.WithName(name)), Listener: listener}
+		server := &manager.Server{Name: name, Server: probeServer(port.handler, limits, ctrl.Log.WithName(name)),
+			Listener: netutil.LimitListener(listener, limits.MaxProbeConns)}
 		if err := mgr.Add(server); err != nil {
 			return fmt.Errorf("adding the %s server: %w", name, err)
 		}

@@ -1,11 +1,7 @@
-// Package server serves an admission handler over TLS, with health probes
-// and metrics, from a controller-runtime manager, as its webhook.Server.
-// The binary, the envtest suites and the benchmarks' no-op webhook build it
-// with New. Its Limits are its bounds on what a client can make it hold, a
-// layer a room: connections and TLS handshakes (package conns), the HTTP
-// requests (server.go), TLS (tls.go), the drain (drain.go), the probe and
-// metrics ports (probes.go). It knows no handler's package: bodies and
-// reviews being decided are internal/admission's, with bounds of its own.
+// Package server serves an http.Handler over TLS from a controller-runtime
+// manager, as its webhook.Server, with health probes and metrics; the binary,
+// the envtest suites and the bench build it with New, within its Limits. It
+// knows no handler's package: bodies and reviews are internal/admission's.
 package server
 
 import (
@@ -33,45 +29,31 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// Config is the server's settings. cmd/webhook binds a flag to each but
-// Host (bindServerFlags, kubebuilder's names), its help repeating what is
-// said here; DefaultConfig gives the defaults.
+// Config is the server's settings; cmd/webhook binds a flag to each but Host, the field's
+// name in kebab case (kubebuilder's: --cert-dir). DefaultConfig gives the defaults.
 type Config struct {
-	// CertDir is the directory that holds the serving certificate, tls.crt
-	// and tls.key, reloaded when they change (--cert-dir). Defaults to
-	// controller-runtime's, k8s-webhook-server/serving-certs in the
-	// temporary directory.
+	// CertDir holds the serving certificate, tls.crt and tls.key, reloaded when they change. Defaults to
+	// controller-runtime's, k8s-webhook-server/serving-certs in the temporary directory.
 	CertDir string
-	// ClientCAName is the name of a file in CertDir holding the PEM
-	// certificates of the CA that signed the API server's client
-	// certificate (--client-ca-name). When set, a client without a
-	// certificate it signed is refused at the TLS handshake; the file is
-	// read once, by New. Defaults to none: every client is served.
+	// ClientCAName names a file in CertDir with the PEM certificates of the CA that signed the API server's
+	// client certificate, read once by New; a client without a certificate it signed is then refused at the
+	// TLS handshake. Defaults to none: every client is served.
 	ClientCAName string
-	// ClientCNName is the common name the client certificate must carry,
-	// with ClientCAName; empty accepts any certificate the CA signed
-	// (--client-cn-name). Defaults to DefaultClientCNName, kube-apiserver.
+	// ClientCNName is the common name the client certificate must carry, with ClientCAName; empty accepts
+	// any the CA signed. Defaults to DefaultClientCNName, kube-apiserver.
 	ClientCNName string
-	// Host is the address the webhook port listens on, no flag's: the
-	// tests set it. Defaults to empty: every interface.
+	// Host is the address the webhook port listens on, set by the tests only. Defaults to every interface.
 	Host string
-	// Port is the port the webhook serves HTTPS on (--port). Defaults to
-	// controller-runtime's webhook.DefaultPort, 9443.
+	// Port is the port the webhook serves HTTPS on. Defaults to controller-runtime's webhook.DefaultPort, 9443.
 	Port int
-	// MetricsBindAddress is the address the Prometheus metrics are served
-	// on; "0" disables them (--metrics-bind-address). Defaults to ":8080".
+	// MetricsBindAddress is the address the metrics are served on; "0" disables them. Defaults to ":8080".
 	MetricsBindAddress string
-	// HealthProbeBindAddress is the address /healthz and /readyz are
-	// served on; "0" disables them (--health-probe-bind-address).
-	// Defaults to ":8081".
+	// HealthProbeBindAddress is the address /healthz and /readyz are served on; "0" disables them. Defaults to ":8081".
 	HealthProbeBindAddress string
-	// EnableHTTP2 serves HTTP/2 too (--enable-http2). Defaults to false,
-	// because of the HTTP/2 Rapid Reset attack (CVE-2023-44487).
+	// EnableHTTP2 serves HTTP/2 too. Defaults to false: the HTTP/2 Rapid Reset attack (CVE-2023-44487).
 	EnableHTTP2 bool
-	// ShutdownDrain is how long the webhook serves on, unready, after
-	// SIGTERM, while endpoints stop sending to it; the requests in flight
-	// then get ShutdownTimeout to finish (--shutdown-drain). Defaults to
-	// DefaultShutdownDrain, 15s.
+	// ShutdownDrain is how long the webhook serves on, unready, after SIGTERM, before the requests in flight
+	// get ShutdownTimeout to finish. Defaults to DefaultShutdownDrain, 15s.
 	ShutdownDrain time.Duration
 	// ReadyCheck, no flag's, is one more check of /readyz: cmd/webhook's
 	// with --cert-secret, that the caBundle trusts the certificate served
@@ -104,7 +86,7 @@ func New(cfg Config, limits Limits, path string, hook http.Handler) (manager.Man
 	}
 	servingCertificates.Store(certs)
 	webhookServer := &webhookServer{config: cfg, limits: limits, tls: tlsConfig, certs: certs, drainDone: time.After,
-		hooks: webhook.NewServer(webhook.Options{WebhookMux: http.NewServeMux()})}
+		Server: webhook.NewServer(webhook.Options{WebhookMux: http.NewServeMux()})}
 	// The webhook reads nothing from the API server: no kubeconfig, no RBAC, no leader election. It serves
 	// the probes and metrics itself, with the bounds the manager's servers lack.
 	mgr, err := ctrl.NewManager(&rest.Config{}, ctrl.Options{
@@ -128,28 +110,19 @@ func New(cfg Config, limits Limits, path string, hook http.Handler) (manager.Man
 	return mgr, nil
 }
 
-// webhookServer is the manager's webhook.Server.
+// webhookServer is the manager's webhook.Server: controller-runtime's, never started, for Register (a
+// hook counted in controller_runtime_webhook_* as by the manager's default server) and the WebhookMux
+// that Start serves; Start, StartedChecker and NeedLeaderElection are its own.
 type webhookServer struct {
-	config Config
-	limits Limits
-	// hooks is controller-runtime's own webhook server, never started: its
-	// Register serves a hook on its WebhookMux, counted in the library's
-	// controller_runtime_webhook_* metrics, as the manager's default
-	// server counts it. This server serves that mux.
-	hooks     webhook.Server
+	webhook.Server
+	config    Config
+	limits    Limits
 	tls       *tls.Config
 	certs     *certwatcher.CertWatcher
 	drainDone func(time.Duration) <-chan time.Time // time.After, or the tests' own
 
 	serving, draining atomic.Bool
 }
-
-var _ webhook.Server = &webhookServer{}
-
-// Register serves hook at path, counted by controller-runtime's server (hooks).
-func (s *webhookServer) Register(path string, hook http.Handler) { s.hooks.Register(path, hook) }
-
-func (s *webhookServer) WebhookMux() *http.ServeMux { return s.hooks.WebhookMux() }
 
 func (s *webhookServer) NeedLeaderElection() bool { return false }
 

@@ -12,13 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
 
-// DefaultClientCNName is the common name a client certificate must carry by
-// default once --client-ca-name is set, as Gatekeeper's flag of that name.
+// DefaultClientCNName is Config.ClientCNName's default, as Gatekeeper's --client-cn-name.
 const DefaultClientCNName = "kube-apiserver"
 
-// serverTLS builds what controller-runtime's DefaultServer.Start builds from
-// cfg. Every file is read here, so that a broken one fails New, and only
-// here: a new client CA needs a restart; the returned watcher reloads the certificate.
+// serverTLS builds what controller-runtime's DefaultServer.Start builds from cfg, reading every file so
+// that a broken one fails New: a new client CA needs a restart; the watcher reloads the certificate.
 func serverTLS(cfg Config, log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
 	watcher, err := certwatcher.New(filepath.Join(cfg.CertDir, "tls.crt"), filepath.Join(cfg.CertDir, "tls.key"))
 	if err != nil {
@@ -49,9 +47,8 @@ func serverTLS(cfg Config, log logr.Logger) (*tls.Config, *certwatcher.CertWatch
 // errNoClientCertificate fails the check closed, should a connection without a certificate reach it.
 var errNoClientCertificate = errors.New("no client certificate")
 
-// requireCommonName refuses a client certificate whose common name is not
-// name: the cluster's CA signs every kubelet's and user's too. Only the
-// CA's certificates get this far, so a refusal is logged: a misissued one, not a scan.
+// requireCommonName refuses a client certificate whose common name is not name: the cluster's CA signs
+// every kubelet's and user's too. Only the CA's get this far, so a refusal is logged: a misissued one.
 func requireCommonName(name string, log logr.Logger) func(tls.ConnectionState) error {
 	return func(state tls.ConnectionState) error {
 		if len(state.PeerCertificates) == 0 {

@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// deferAccept is Linux's only: elsewhere a connection that sends nothing
-// is accepted, and the first-byte wait before its handshake holds it.
+// deferAccept is Linux's only: elsewhere the first-byte wait before a handshake holds a silent connection.
 func deferAccept(time.Duration) func(network, address string, c syscall.RawConn) error { return nil }
 
 // hasUnreadBytes cannot tell without Linux's MSG_PEEK, and answers yes: a connection is taken for

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 )
 
 // tlsHandshakeErrors counts a scan or a flood: their handshakes are not logged.
@@ -33,7 +35,11 @@ func (l *Listener) handshake(c *connection) {
 		return
 	}
 	c.first = first
-	l.sentByte(c)
+	l.mu.Lock()
+	if c.state == fair.Silent {
+		l.setState(c, fair.Handshake)
+	}
+	l.mu.Unlock()
 	ticket, err := l.handshakes.Enter(c.address, deadline)
 	if err != nil {
 		fail()

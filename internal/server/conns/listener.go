@@ -15,11 +15,9 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 )
 
-// Listener is the webhook port's one accept loop and its one table of
-// connections. It accepts every connection at once (but when full), so that
-// the API server's never waits in the kernel's backlog behind a flood;
-// beyond MaxConns a newcomer takes the place of the connection that gives
-// way, or is reset. It makes their TLS handshakes and hands net/http those done.
+// Listener is the webhook port's one accept loop and table of connections. It accepts every connection at
+// once but when full (waitForRoom), so that the API server's never waits in the kernel's backlog behind a
+// flood, makes their TLS handshakes, and hands net/http those done.
 type Listener struct {
 	net.Listener
 	limits Limits
@@ -43,8 +41,7 @@ type Listener struct {
 
 // Listen listens on address for TLS connections with config, within limits.
 func Listen(address string, config *tls.Config, limits Limits) (*Listener, error) {
-	control := deferAccept(limits.HandshakeTimeout)
-	inner, err := (&net.ListenConfig{Control: control}).Listen(context.Background(), "tcp", address)
+	inner, err := (&net.ListenConfig{Control: deferAccept(limits.HandshakeTimeout)}).Listen(context.Background(), "tcp", address)
 	if err != nil {
 		return nil, err
 	}
@@ -55,9 +52,8 @@ func Listen(address string, config *tls.Config, limits Limits) (*Listener, error
 
 func newListener(inner net.Listener, config *tls.Config, limits Limits) *Listener {
 	l := &Listener{Listener: inner, limits: limits, config: config, handshakes: fair.NewGate(limits.MaxHandshakes),
-		done: make(chan net.Conn)}
+		done: make(chan net.Conn), now: time.Now}
 	l.startHandshake = func(c *connection) { go l.handshake(c) }
-	l.now = time.Now
 	l.room.L = &l.mu
 	return l
 }
@@ -91,8 +87,7 @@ func (l *Listener) acceptInner() {
 	}
 }
 
-// Accept returns the next connection whose handshake is done; once closed,
-// those under way, then net.ErrClosed.
+// Accept returns the next connection whose handshake is done; once closed, those under way, then net.ErrClosed.
 func (l *Listener) Accept() (net.Conn, error) {
 	conn, ok := <-l.done
 	if !ok {
@@ -101,11 +96,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 	return conn, nil
 }
 
-// place gives c a place, the place of one that gives way if need be, and
-// starts its handshake; it resets c when none gives way, and after Close,
-// as the kernel resets the connections in its backlog. The one that gives
-// way is chosen with l.mu let go (giveWay), then taken only if it is still
-// as it was, else chosen again.
+// place gives c a place, the place of one that gives way if need be, and starts its handshake; it resets
+// c when none gives way, and after Close, as the kernel resets its backlog. The one that gives way is
+// chosen with l.mu let go (giveWay), then taken only if it is still as it was, else chosen again.
 func (l *Listener) place(c *connection, ownUpTo fair.State) {
 	l.mu.Lock()
 	var victim *connection
@@ -178,22 +171,13 @@ func (l *Listener) ConnState(conn net.Conn, state http.ConnState) {
 var fromHTTP = map[http.ConnState]fair.State{http.StateNew: fair.New, http.StateActive: fair.Active,
 	http.StateIdle: fair.Idle, http.StateHijacked: fair.Closed, http.StateClosed: fair.Closed}
 
-// setState is where a state changes; it wakes the accept loop: c may now give way (full).
+// setState is where a state changes, after acceptInner gives the first; it wakes the accept loop (full).
 func (l *Listener) setState(c *connection, state fair.State) {
 	c.state, c.since = state, l.now()
 	l.changed()
 }
 
-func (l *Listener) sentByte(c *connection) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c.state == fair.Silent {
-		l.setState(c, fair.Handshake)
-	}
-}
-
-// WaitForRequests returns once every connection served has sent a
-// request or closed, or when ctx ends.
+// WaitForRequests returns once every connection served has sent a request or closed, or when ctx ends.
 func (l *Listener) WaitForRequests(ctx context.Context) {
 	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 		l.mu.Lock()

@@ -6,10 +6,8 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/fair"
 )
 
-// snapshot is what fair.GiveWay reads of l's connections for a newcomer
-// from address, and the connections its indexes name; l.mu held. Only the
-// accept loop takes one, in the slices it reuses: under a flood, one a
-// connection accepted.
+// snapshot is what fair.GiveWay reads of l's connections for newcomer, and the connections its indexes
+// name; l.mu held. Only the accept loop takes one, in slices it reuses: one a connection accepted.
 func (l *Listener) snapshot(newcomer string, ownUpTo fair.State) (fair.Port, []*connection) {
 	heaviest := l.open.Heaviest()
 	l.held = append(l.held[:0], l.open.Held(heaviest)...)
@@ -22,9 +20,8 @@ func (l *Listener) snapshot(newcomer string, ownUpTo fair.State) (fair.Port, []*
 	return p, l.held
 }
 
-// giveWay is the connection that gives way to a newcomer from address, by
-// ownUpTo, and the state and since it had then; nil when none does. It
-// lets l.mu go while fair.GiveWay peeks (a system call), and takes it again.
+// giveWay is the connection that gives way to newcomer, by ownUpTo, and its fair.Conn then; nil when none
+// does. It lets l.mu go while fair.GiveWay peeks (a system call), and takes it again.
 func (l *Listener) giveWay(newcomer string, ownUpTo fair.State) (*connection, fair.Conn) {
 	p, held := l.snapshot(newcomer, ownUpTo)
 	l.mu.Unlock()
@@ -35,9 +32,8 @@ func (l *Listener) giveWay(newcomer string, ownUpTo fair.State) (*connection, fa
 	return nil, fair.Conn{}
 }
 
-// full says, l.mu held, whether one address holds every place and none
-// would give way to its own, by ownUpTo: the kernel's backlog then keeps
-// the next connection until one would, where place would reset it.
+// full says, l.mu held, whether one address holds every place and none would give way to its own, by
+// ownUpTo: the kernel's backlog then keeps the next connection until one would, where place would reset it.
 func (l *Listener) full(ownUpTo fair.State) bool {
 	if l.closed || l.open.Total() < l.limits.MaxConns || l.open.Count(l.open.Heaviest()) < l.open.Total() {
 		return false
@@ -46,9 +42,8 @@ func (l *Listener) full(ownUpTo fair.State) bool {
 	return victim == nil
 }
 
-// waitForRoom returns, l.mu held, once the port is not full, and the
-// ownUpTo it judged by. A quiet connection may give way once quiet long
-// enough: it wakes then too.
+// waitForRoom returns, l.mu held, once the port is not full, and the ownUpTo it judged by; it wakes too
+// when a quiet connection has been quiet long enough to give way.
 func (l *Listener) waitForRoom() fair.State {
 	ownUpTo := l.ownYieldsUpTo()
 	for seen := l.changes; l.full(ownUpTo); seen = l.changes {
@@ -68,9 +63,7 @@ func (l *Listener) waitForRoom() fair.State {
 	return ownUpTo
 }
 
-// ownYieldsUpTo is the last state in which a connection gives way to a
-// newcomer of its own address: fair.New too while no handshake waits for a
-// place, so that the newcomer's can start at once.
+// ownYieldsUpTo is fair.Port's OwnUpTo: fair.New while no handshake waits, so the newcomer's starts at once.
 func (l *Listener) ownYieldsUpTo() fair.State {
 	if _, waiting := l.handshakes.Holders(); waiting > 0 {
 		return fair.Silent
