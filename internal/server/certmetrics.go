@@ -10,17 +10,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// certificateExpiry is cert-manager's certmanager_certificate_expiration_timestamp_seconds for the
-// certificate served, read at each scrape from the watcher that reloads it, whatever wrote the files;
-// the alert FlyteMPIWebhookCertificateExpiresSoon reads it.
+// certificateExpiry is cert-manager's certmanager_certificate_expiration_timestamp_seconds for the certificate
+// served (ServedCertificate), read at each scrape; the alert FlyteMPIWebhookCertificateExpiresSoon reads it.
 var certificateExpiry = prometheus.NewDesc("flyte_mpi_webhook_serving_certificate_expiration_timestamp_seconds",
 	"The NotAfter of the serving certificate the webhook holds now (Unix seconds); it follows a rotation.", nil, nil)
 
 // servingCertificates is the watcher of the server New built last; the binary builds one.
 var servingCertificates atomic.Pointer[certwatcher.CertWatcher]
 
-// expiryCollector collects certificateExpiry, and nothing while no server
-// holds a certificate: an absent series, not a zero that reads as expired.
+// expiryCollector collects certificateExpiry, and nothing while none is served: no series, not a zero read as expired.
 type expiryCollector struct{}
 
 func (expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certificateExpiry }
@@ -31,30 +29,24 @@ func (expiryCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// errNoCertificate: no server holds a certificate yet.
 var errNoCertificate = errors.New("no serving certificate loaded")
 
-// ServedCertificate is the certificate the server New built last serves
-// now, as its watcher last reloaded it.
+// ServedCertificate is the certificate the server New built last serves now, as its watcher last read the files.
 func ServedCertificate() (*x509.Certificate, error) {
 	watcher := servingCertificates.Load()
 	if watcher == nil {
 		return nil, errNoCertificate
 	}
-	cert, err := watcher.GetCertificate(nil)
-	if err != nil {
+	switch cert, err := watcher.GetCertificate(nil); {
+	case err != nil:
 		return nil, err
-	}
-	if cert == nil || len(cert.Certificate) == 0 {
+	case cert == nil || len(cert.Certificate) == 0:
 		return nil, errNoCertificate
-	}
-	if cert.Leaf != nil {
+	case cert.Leaf == nil: // tls.X509KeyPair fills Leaf since Go 1.23, unless GODEBUG=x509keypairleaf=0
+		return x509.ParseCertificate(cert.Certificate[0])
+	default:
 		return cert.Leaf, nil
 	}
-	// tls.X509KeyPair fills Leaf since Go 1.23, unless GODEBUG=x509keypairleaf=0
-	return x509.ParseCertificate(cert.Certificate[0])
 }
 
-func init() {
-	metrics.Registry.MustRegister(expiryCollector{})
-}
+func init() { metrics.Registry.MustRegister(expiryCollector{}) }

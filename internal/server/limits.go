@@ -6,8 +6,7 @@ import (
 	"github.com/flyteorg/flyte-mpi-webhook/internal/server/conns"
 )
 
-// Limits are the server's bounds on what a client can make it hold, each field's default DefaultLimits';
-// cmd/webhook logs them at start, and docs/RELIABILITY.md says why each is what it is.
+// Limits are the server's bounds on what a client can make it hold; docs/RELIABILITY.md says why each is what it is.
 type Limits struct {
 	// conns.Limits bounds the webhook port's connections and TLS handshakes.
 	conns.Limits

@@ -36,10 +36,14 @@ func errorLog(logger logr.Logger) *log.Logger {
 	return slog.NewLogLogger(logr.ToSlogHandler(logger), slog.LevelInfo)
 }
 
-// addProbes adds to mgr the servers of cfg's probe and metrics ports; /readyz asks each of ready.
-func addProbes(mgr manager.Manager, cfg Config, limits Limits, ready map[string]healthz.Checker) error {
+// addProbes adds to mgr the servers of cfg's probe and metrics ports; /readyz asks ready, and cfg.ReadyCheck if set.
+func addProbes(mgr manager.Manager, cfg Config, limits Limits, ready healthz.Checker) error {
 	probes, metricsMux := http.NewServeMux(), http.NewServeMux()
-	for name, checks := range map[string]map[string]healthz.Checker{"/healthz": {"ping": healthz.Ping}, "/readyz": ready} {
+	byPath := map[string]map[string]healthz.Checker{"/healthz": {"ping": healthz.Ping}, "/readyz": {"webhook": ready}}
+	if cfg.ReadyCheck != nil {
+		byPath["/readyz"]["certificate"] = cfg.ReadyCheck
+	}
+	for name, checks := range byPath {
 		handler := http.StripPrefix(name, &healthz.Handler{Checks: checks})
 		probes.Handle(name, handler)
 		probes.Handle(name+"/", handler)

@@ -1,7 +1,5 @@
-// Package server serves an http.Handler over TLS from a controller-runtime
-// manager, as its webhook.Server, with health probes and metrics; the binary,
-// the envtest suites and the bench build it with New, within its Limits. It
-// knows no handler's package: bodies and reviews are internal/admission's.
+// Package server serves an http.Handler over TLS from a controller-runtime manager, as its webhook.Server, within
+// its Limits, with health probes and metrics. It knows no handler's package: bodies and reviews are internal/admission's.
 package server
 
 import (
@@ -55,10 +53,8 @@ type Config struct {
 	// ShutdownDrain is how long the webhook serves on, unready, after SIGTERM, before the requests in flight
 	// get ShutdownTimeout to finish. Defaults to DefaultShutdownDrain, 15s.
 	ShutdownDrain time.Duration
-	// ReadyCheck, no flag's, is one more check of /readyz: cmd/webhook's
-	// with --cert-secret, that the caBundle trusts the certificate served
-	// (ServedCertificate). Defaults to none: /readyz checks only that the
-	// webhook serves.
+	// ReadyCheck, no flag's, is one more check of /readyz: cmd/webhook's with --cert-secret, that the caBundle trusts
+	// the certificate served (ServedCertificate). Defaults to none: /readyz checks only that the webhook serves.
 	ReadyCheck healthz.Checker
 }
 
@@ -100,11 +96,7 @@ func New(cfg Config, limits Limits, path string, hook http.Handler) (manager.Man
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	mgr.GetWebhookServer().Register(path, hook)
-	ready := map[string]healthz.Checker{"webhook": webhookServer.StartedChecker()}
-	if cfg.ReadyCheck != nil {
-		ready["certificate"] = cfg.ReadyCheck
-	}
-	if err := addProbes(mgr, cfg, limits, ready); err != nil {
+	if err := addProbes(mgr, cfg, limits, webhookServer.StartedChecker()); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -15,8 +15,7 @@ import (
 // DefaultClientCNName is Config.ClientCNName's default, as Gatekeeper's --client-cn-name.
 const DefaultClientCNName = "kube-apiserver"
 
-// serverTLS builds what controller-runtime's DefaultServer.Start builds from cfg, reading every file so
-// that a broken one fails New: a new client CA needs a restart; the watcher reloads the certificate.
+// serverTLS builds what controller-runtime's DefaultServer.Start builds from cfg, reading every file so that a broken one fails New.
 func serverTLS(cfg Config, log logr.Logger) (*tls.Config, *certwatcher.CertWatcher, error) {
 	watcher, err := certwatcher.New(filepath.Join(cfg.CertDir, "tls.crt"), filepath.Join(cfg.CertDir, "tls.key"))
 	if err != nil {
@@ -44,7 +43,6 @@ func serverTLS(cfg Config, log logr.Logger) (*tls.Config, *certwatcher.CertWatch
 	return c, watcher, nil
 }
 
-// errNoClientCertificate fails the check closed, should a connection without a certificate reach it.
 var errNoClientCertificate = errors.New("no client certificate")
 
 // requireCommonName refuses a client certificate whose common name is not name: the cluster's CA signs
@@ -52,7 +50,7 @@ var errNoClientCertificate = errors.New("no client certificate")
 func requireCommonName(name string, log logr.Logger) func(tls.ConnectionState) error {
 	return func(state tls.ConnectionState) error {
 		if len(state.PeerCertificates) == 0 {
-			return errNoClientCertificate
+			return errNoClientCertificate // fails the check closed, should a connection without one reach it
 		}
 		if got := state.PeerCertificates[0].Subject.CommonName; got != name {
 			log.Info("refused a client certificate the client CA signed: its common name is not --client-cn-name",
