@@ -1,6 +1,5 @@
-// Package fair is the one rule by which the webhook shares what it holds
-// among client addresses (GiveWay, Gate, Shares), so that no flood from one
-// address keeps the API server's reviews out. It imports none of its users.
+// Package fair is the one rule by which the webhook shares what it holds among client addresses (GiveWay, Gate,
+// Shares), so that no flood from one address keeps the API server's reviews out. It imports none of its users.
 package fair
 
 import (

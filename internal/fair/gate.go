@@ -9,11 +9,10 @@ import (
 
 // ClientAddress is a remote address's host, the client's IP: what a Gate and the connection layer share by.
 func ClientAddress(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return remote
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
 	}
-	return host
+	return remote
 }
 
 var errTimeout = errors.New("no place came free in time")

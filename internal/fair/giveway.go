@@ -48,8 +48,7 @@ type Conn struct {
 	Since time.Time // when it entered State
 }
 
-// Port is what GiveWay reads of the webhook port's connections, at one moment, for a newcomer that finds
-// every place taken.
+// Port is what GiveWay reads of the webhook port's connections at one moment, for a newcomer finding every place taken.
 type Port struct {
 	Newcomer      string // the newcomer's address
 	OwnUpTo       State  // the last state giving way to its own address: New while no handshake waits, else Silent
@@ -61,12 +60,11 @@ type Port struct {
 	QuietFloor    time.Duration
 }
 
-// GiveWay is the index in p.Held of the connection that gives way to p's newcomer, or -1: the newcomer is
-// reset. The address holding the most gives way, by the states' order, each as its doc says, and to a
-// newcomer from a lighter address then its oldest, if it would still hold more: a pool that carries
-// traffic reuses its connections far sooner than QuietFloor, a parked flood does not (nginx's
-// ngx_drain_connections). unread(i) peeks at Held[i] (a system call), asked only of a served one that
-// would otherwise give way.
+// GiveWay is the index in p.Held of the connection that gives way to p's newcomer, or -1: the newcomer is reset.
+// The address holding the most gives way, by the states' order, each as its doc says, and to a newcomer from a
+// lighter address then its oldest, if it would still hold more: a pool that carries traffic reuses its connections
+// far sooner than QuietFloor, a parked flood does not (nginx's ngx_drain_connections). unread(i) peeks at Held[i]
+// (a system call), asked only of a served one that would otherwise give way.
 func GiveWay(p Port, unread func(i int) bool) int {
 	own := p.Heaviest == p.Newcomer
 	most := Idle

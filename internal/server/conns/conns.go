@@ -1,12 +1,10 @@
-// Package conns is the webhook port's connection layer, a net.Listener
-// that shares its connections and TLS handshakes among client addresses
-// by internal/fair's rule; a connection's states are fair.State's.
+// Package conns is the webhook port's connection layer, a net.Listener that shares its connections and TLS
+// handshakes among client addresses by internal/fair's rule; a connection's states are fair.State's.
 package conns
 
 import "time"
 
-// Limits are the connection layer's bounds; the defaults named are internal/server's DefaultLimits, and
-// docs/RELIABILITY.md says why each is what it is.
+// Limits are the connection layer's bounds, part of internal/server's Limits; the defaults named are its DefaultLimits.
 type Limits struct {
 	// MaxConns bounds the port's open connections, shared among client addresses (fair.GiveWay). Defaults to 512.
 	MaxConns int

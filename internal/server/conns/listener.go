@@ -89,11 +89,10 @@ func (l *Listener) acceptInner() {
 
 // Accept returns the next connection whose handshake is done; once closed, those under way, then net.ErrClosed.
 func (l *Listener) Accept() (net.Conn, error) {
-	conn, ok := <-l.done
-	if !ok {
-		return nil, net.ErrClosed
+	if conn, ok := <-l.done; ok {
+		return conn, nil
 	}
-	return conn, nil
+	return nil, net.ErrClosed
 }
 
 // place gives c a place, the place of one that gives way if need be, and starts its handshake; it resets
@@ -143,8 +142,7 @@ func (l *Listener) changed() {
 	l.room.Broadcast()
 }
 
-// Close stops accepting TCP connections. Those that hold a place still reach
-// Accept once their handshake is done: their client is sending its request.
+// Close stops accepting TCP connections; those that hold a place still reach Accept: their client is sending its request.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	l.closed = true
@@ -159,13 +157,11 @@ func (l *Listener) ConnState(conn net.Conn, state http.ConnState) {
 	if !ok {
 		return
 	}
-	c, ok := tlsConn.NetConn().(*connection)
-	if !ok {
-		return
+	if c, ok := tlsConn.NetConn().(*connection); ok {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.setState(c, fromHTTP[state])
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.setState(c, fromHTTP[state])
 }
 
 var fromHTTP = map[http.ConnState]fair.State{http.StateNew: fair.New, http.StateActive: fair.Active,
