@@ -185,8 +185,11 @@ func gitopsRender(ctx context.Context, jobsNamespace string) string {
 	GinkgoHelper()
 	version, err := clientset.Discovery().ServerVersion()
 	Expect(err).NotTo(HaveOccurred())
+	// --no-hooks: Argo CD applies only the hooks gitops-engine maps (pre- and post-install and
+	// -upgrade), not the chart's helm test Pod nor its pre-delete Job; applied as plain objects, the
+	// Job would delete the webhook configuration at once.
 	out := run(ctx, time.Minute, helmBinary, "template", gitopsRelease, filepath.Join(releaseDir, chartFile()),
-		"--namespace", gitopsNamespace, "--kube-version", version.GitVersion,
+		"--namespace", gitopsNamespace, "--kube-version", version.GitVersion, "--no-hooks",
 		"--set", "image.repository="+imageRepository(), "--set", "image.digest="+releasedDigest(),
 		"--set", "certificates.source=self",
 		"--set", "webhook.namespaceSelectorExpressions[0].key=kubernetes.io/metadata.name",
