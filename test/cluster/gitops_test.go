@@ -63,6 +63,9 @@ func gitopsSpecs() {
 			"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
 		}}}
 		Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+		// Not GinkgoT().TempDir(): its cleanup, registered after this one, would run first.
+		dir, err := os.MkdirTemp("", "gitops-renders-")
+		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx context.Context) {
 			if CurrentSpecReport().Failed() {
 				dumpPods(ctx, gitopsNamespace)
@@ -75,9 +78,10 @@ func gitopsSpecs() {
 			}
 			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, ns))).To(Succeed())
 			awaitNamespaceGone(ctx, gitopsNamespace)
+			Expect(os.RemoveAll(dir)).To(Succeed())
 		})
 		for i := range renders {
-			renders[i] = gitopsRender(ctx, jobsNamespace)
+			renders[i] = gitopsRender(ctx, dir, jobsNamespace)
 		}
 	})
 
@@ -180,8 +184,8 @@ func gitopsSpecs() {
 
 // gitopsRender renders the release's chart with `helm template`, as Argo
 // CD renders an Application's chart, with certificates.source=self and the
-// webhook called for jobsNamespace alone, into a file of its own.
-func gitopsRender(ctx context.Context, jobsNamespace string) string {
+// webhook called for jobsNamespace alone, into a file of its own in dir.
+func gitopsRender(ctx context.Context, dir, jobsNamespace string) string {
 	GinkgoHelper()
 	version, err := clientset.Discovery().ServerVersion()
 	Expect(err).NotTo(HaveOccurred())
@@ -195,7 +199,7 @@ func gitopsRender(ctx context.Context, jobsNamespace string) string {
 		"--set", "webhook.namespaceSelectorExpressions[0].key=kubernetes.io/metadata.name",
 		"--set", "webhook.namespaceSelectorExpressions[0].operator=In",
 		"--set", "webhook.namespaceSelectorExpressions[0].values[0]="+jobsNamespace)
-	f, err := os.CreateTemp(GinkgoT().TempDir(), "render-*.yaml")
+	f, err := os.CreateTemp(dir, "render-*.yaml")
 	Expect(err).NotTo(HaveOccurred())
 	_, err = f.WriteString(out)
 	Expect(err).NotTo(HaveOccurred())
