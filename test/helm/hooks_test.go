@@ -1,9 +1,6 @@
 package helm
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -403,26 +400,7 @@ func TestRenderRefusesHooks(t *testing.T) {
 // renders with that release's values: the test in a namespace of its own,
 // and the pre-delete hook on.
 func TestRenderHooksWithValuesThatLackThem(t *testing.T) {
-	src, err := ChartDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "flyte-mpi-webhook")
-	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	chartValues, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := bytes.Index(chartValues, []byte("\nhooks:\n"))
-	end := bytes.Index(chartValues[start+1:], []byte("\n\n"))
-	if start < 0 || end < 0 {
-		t.Fatal("values.yaml: no hooks block, followed by an empty line, to remove")
-	}
-	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), slices.Delete(chartValues, start, start+1+end), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := chartWithoutValues(t, "hooks")
 	rel, err := renderRelease(&KubeVersion, ReleaseName, dir, withImage())
 	if err != nil {
 		t.Fatal(err)

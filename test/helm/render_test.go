@@ -475,26 +475,7 @@ func TestRenderRefuses(t *testing.T) {
 // with clientAuth.enabled alone set, config/client-auth's ConfigMap and the
 // common name kube-apiserver, never any certificate the CA signed.
 func TestRenderWithValuesThatLackClientAuth(t *testing.T) {
-	src, err := ChartDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "flyte-mpi-webhook")
-	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	chartValues, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := bytes.Index(chartValues, []byte("\nclientAuth:\n"))
-	end := bytes.Index(chartValues[start+1:], []byte("\n\n"))
-	if start < 0 || end < 0 {
-		t.Fatal("values.yaml: no clientAuth block, followed by an empty line, to remove")
-	}
-	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), slices.Delete(chartValues, start, start+1+end), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := chartWithoutValues(t, "clientAuth")
 	for _, tc := range []struct {
 		name   string
 		values map[string]any
@@ -630,4 +611,35 @@ func TestRenderNeverBlocksADrain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chartWithoutValues copies the chart into a temporary directory with the
+// top-level block key removed from its values.yaml, as a release made before
+// the block existed holds its values, and returns the copy's directory.
+func chartWithoutValues(t *testing.T, key string) string {
+	t.Helper()
+	src, err := ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "flyte-mpi-webhook")
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	chartValues, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := bytes.Index(chartValues, []byte("\n"+key+":\n"))
+	if start < 0 {
+		t.Fatalf("values.yaml: no %s block to remove", key)
+	}
+	end := bytes.Index(chartValues[start+1:], []byte("\n\n"))
+	if end < 0 {
+		t.Fatalf("values.yaml: no empty line after the %s block", key)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), slices.Delete(chartValues, start, start+1+end), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
