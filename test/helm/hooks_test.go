@@ -44,10 +44,6 @@ func hookAnnotations(m *manifests.Manifests) map[string]string {
 // and what deletes it: none outlives its run but a failed one's Pod or Job,
 // and helm test's Pod, which the next test replaces.
 func TestRenderHooks(t *testing.T) {
-	const (
-		testCleaned       = "test weight=%s delete=before-hook-creation,hook-succeeded"
-		unregisterCleaned = "pre-delete weight=%s delete=before-hook-creation,hook-succeeded"
-	)
 	allTestHooks := map[string]string{
 		"Namespace/" + testHook:      "test weight=-3 delete=before-hook-creation,hook-succeeded",
 		"ServiceAccount/" + testHook: "test weight=-2 delete=before-hook-creation,hook-succeeded",
@@ -215,76 +211,96 @@ func TestRenderHookPods(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pod := &corev1.Pod{}
-			if err := m.Decode("Pod", pod); err != nil {
-				t.Fatal(err)
-			}
-			specs := map[string]corev1.PodSpec{"helm test's Pod": pod.Spec}
-			podLabels := map[string]map[string]string{"helm test's Pod": pod.Labels}
-			if _, err := m.Find("Job"); err == nil {
-				job := &batchv1.Job{}
-				if err := m.Decode("Job", job); err != nil {
-					t.Fatal(err)
-				}
-				specs["the pre-delete Job's Pod"] = job.Spec.Template.Spec
-				podLabels["the pre-delete Job's Pod"] = job.Spec.Template.Labels
-				want := []string{"--name=flyte-mpi-webhook-mutating-webhook-configuration"}
-				if diff := cmp.Diff([]string{"/webhook", "unregister"}, job.Spec.Template.Spec.Containers[0].Command); diff != "" {
-					t.Errorf("the Job's command (-want +got):\n%s", diff)
-				}
-				if diff := cmp.Diff(want, job.Spec.Template.Spec.Containers[0].Args); diff != "" {
-					t.Errorf("the Job's args (-want +got):\n%s", diff)
-				}
-			}
-			if diff := cmp.Diff([]string{"/webhook", "check"}, pod.Spec.Containers[0].Command); diff != "" {
-				t.Errorf("the test's command (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantTest, pod.Spec.Containers[0].Args); diff != "" {
+			specs, podLabels := hookPodSpecs(t, m)
+			if diff := cmp.Diff(tc.wantTest, specs["helm test's Pod"].Containers[0].Args); diff != "" {
 				t.Errorf("the test's args (-want +got):\n%s", diff)
 			}
-
-			var selectors []labels.Selector
-			for _, kind := range []string{"Service", "PodDisruptionBudget", "NetworkPolicy"} {
-				obj, err := release.Find(kind)
-				if err != nil {
-					continue
-				}
-				selector, _, _ := unstructuredStringMap(obj.Object, kind)
-				selectors = append(selectors, labels.SelectorFromSet(selector))
-			}
+			selectors := releasePodSelectors(release)
 			for what, spec := range specs {
-				c := spec.Containers[0]
-				if !strings.HasPrefix(c.Image, image+":") {
-					t.Errorf("%s runs %s, want the webhook's image", what, c.Image)
-				}
-				if spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken {
-					t.Errorf("%s has no token for the API server", what)
-				}
-				if spec.RestartPolicy != corev1.RestartPolicyNever || spec.HostNetwork ||
-					spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot ||
-					spec.SecurityContext.SeccompProfile == nil || spec.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
-					c.SecurityContext == nil || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation ||
-					c.SecurityContext.Capabilities == nil || !slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
-					c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
-					t.Errorf("%s is not as Pod Security's restricted profile asks: %+v", what, spec)
-				}
-				if c.Resources.Limits.Memory().String() != "64Mi" {
-					t.Errorf("%s's resources: %+v", what, c.Resources)
-				}
-				for _, s := range selectors {
-					if s.Matches(labels.Set(podLabels[what])) {
-						t.Errorf("%s's labels %v are the webhook's pods' (%s)", what, podLabels[what], s)
-					}
-				}
+				checkHookPod(t, what, spec, podLabels[what], selectors)
 			}
 		})
 	}
 }
 
-// unstructuredStringMap reads the selector of a Service
-// (spec.selector), a PodDisruptionBudget or a NetworkPolicy
-// (spec.selector.matchLabels, spec.podSelector.matchLabels).
-func unstructuredStringMap(obj map[string]any, kind string) (map[string]string, bool, error) {
+// hookPodSpecs decodes the hooks' pods, helm test's Pod and the pre-delete
+// Job's, by what they are, with their labels, and checks each one's command.
+func hookPodSpecs(t *testing.T, m *manifests.Manifests) (map[string]corev1.PodSpec, map[string]map[string]string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := m.Decode("Pod", pod); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"/webhook", "check"}, pod.Spec.Containers[0].Command); diff != "" {
+		t.Errorf("the test's command (-want +got):\n%s", diff)
+	}
+	specs := map[string]corev1.PodSpec{"helm test's Pod": pod.Spec}
+	podLabels := map[string]map[string]string{"helm test's Pod": pod.Labels}
+	if _, err := m.Find("Job"); err != nil {
+		return specs, podLabels
+	}
+	job := &batchv1.Job{}
+	if err := m.Decode("Job", job); err != nil {
+		t.Fatal(err)
+	}
+	specs["the pre-delete Job's Pod"] = job.Spec.Template.Spec
+	podLabels["the pre-delete Job's Pod"] = job.Spec.Template.Labels
+	if diff := cmp.Diff([]string{"/webhook", "unregister"}, job.Spec.Template.Spec.Containers[0].Command); diff != "" {
+		t.Errorf("the Job's command (-want +got):\n%s", diff)
+	}
+	want := []string{"--name=flyte-mpi-webhook-mutating-webhook-configuration"}
+	if diff := cmp.Diff(want, job.Spec.Template.Spec.Containers[0].Args); diff != "" {
+		t.Errorf("the Job's args (-want +got):\n%s", diff)
+	}
+	return specs, podLabels
+}
+
+// releasePodSelectors reads the selectors of the webhook's pods that the
+// release's Service, PodDisruptionBudget and NetworkPolicy carry.
+func releasePodSelectors(release *manifests.Manifests) []labels.Selector {
+	var selectors []labels.Selector
+	for _, kind := range []string{"Service", "PodDisruptionBudget", "NetworkPolicy"} {
+		if obj, err := release.Find(kind); err == nil {
+			selectors = append(selectors, labels.SelectorFromSet(podSelector(obj.Object, kind)))
+		}
+	}
+	return selectors
+}
+
+// checkHookPod holds one hook's pod to the webhook's image, a token for the
+// API server, Pod Security's restricted profile, 64Mi and labels that none of
+// selectors matches.
+func checkHookPod(t *testing.T, what string, spec corev1.PodSpec, podLabels map[string]string, selectors []labels.Selector) {
+	t.Helper()
+	c := spec.Containers[0]
+	if !strings.HasPrefix(c.Image, image+":") {
+		t.Errorf("%s runs %s, want the webhook's image", what, c.Image)
+	}
+	if spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken {
+		t.Errorf("%s has no token for the API server", what)
+	}
+	if spec.RestartPolicy != corev1.RestartPolicyNever || spec.HostNetwork ||
+		spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot ||
+		spec.SecurityContext.SeccompProfile == nil || spec.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		c.SecurityContext == nil || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation ||
+		c.SecurityContext.Capabilities == nil || !slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("%s is not as Pod Security's restricted profile asks: %+v", what, spec)
+	}
+	if c.Resources.Limits.Memory().String() != "64Mi" {
+		t.Errorf("%s's resources: %+v", what, c.Resources)
+	}
+	for _, s := range selectors {
+		if s.Matches(labels.Set(podLabels)) {
+			t.Errorf("%s's labels %v are the webhook's pods' (%s)", what, podLabels, s)
+		}
+	}
+}
+
+// podSelector reads the pods' labels that a Service (spec.selector), a
+// PodDisruptionBudget or a NetworkPolicy (spec.selector.matchLabels,
+// spec.podSelector.matchLabels) selects.
+func podSelector(obj map[string]any, kind string) map[string]string {
 	spec, _ := obj["spec"].(map[string]any)
 	var raw any
 	switch kind {
@@ -300,7 +316,7 @@ func unstructuredStringMap(obj map[string]any, kind string) (map[string]string, 
 	for k, v := range m {
 		out[k], _ = v.(string)
 	}
-	return out, len(out) > 0, nil
+	return out
 }
 
 // TestRenderTestNamespaceLabels holds the namespace helm test makes to
