@@ -16,21 +16,30 @@ mapfile -t modules < <(git ls-files --cached --others --exclude-standard -- ':(g
 	while read -r mod; do if [[ -f $mod ]]; then dirname "$mod"; fi; done | LC_ALL=C sort -u)
 ((${#modules[@]} > 0)) || { log "no go.mod under $PWD"; exit 1; }
 
-err=$(mktemp)
-trap 'rm -f "$err"' EXIT
+# The modules are checked four at a time: a first run downloads each one's
+# modules, and waits more on the network and the disk than on a core.
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+check() { # INDEX DIR
+	go -C "$2" mod tidy -diff >"$out/$1.diff" 2>"$out/$1.err" && echo 0 >"$out/$1.rc" || echo $? >"$out/$1.rc"
+}
+for i in "${!modules[@]}"; do
+	while (($(jobs -rp | wc -l) >= 4)); do wait -n || true; done
+	check "$i" "${modules[$i]}" &
+done
+wait
 untidy=() failed=()
-for dir in "${modules[@]}"; do
-	if diff=$(go -C "$dir" mod tidy -diff 2>"$err"); then
-		continue
-	fi
-	if [[ -n $diff ]]; then
+for i in "${!modules[@]}"; do
+	dir=${modules[$i]}
+	[[ $(cat "$out/$i.rc") == 0 ]] && continue
+	if [[ -s "$out/$i.diff" ]]; then
 		log "$dir/go.mod: go mod tidy would change:"
-		echo "$diff"
+		cat "$out/$i.diff"
 		untidy+=("$dir")
 	else
 		# No diff: go could not load the module (a download, a syntax error).
 		log "$dir/go.mod: go mod tidy -diff failed:"
-		grep -v '^go: downloading ' "$err" >&2 || true
+		grep -v '^go: downloading ' "$out/$i.err" >&2 || true
 		failed+=("$dir")
 	fi
 done
