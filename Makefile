@@ -25,6 +25,13 @@ TRAINING_OPERATOR_VERSION ?= v1.8.1
 TRAINING_OPERATOR_V1_9_VERSION ?= v1.9.4
 
 GO ?= go
+# Every Go build and test that make runs compiles as the image's webhook does
+# (hack/image): static and -trimpath. The tests run the code that ships, and
+# one compile of each package serves the tests, the image and the tools.
+# make unit's race detector needs cgo and sets it. (The Kubernetes binaries
+# are static too: hack/envtest-assets.sh, hack/cluster/build.sh.)
+export CGO_ENABLED ?= 0
+export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
@@ -237,6 +244,14 @@ test-chart: kustomize chart-docs-check chart-sync-check ## Test the Helm chart: 
 # The Kubernetes versions make test-versions runs: the newest patch of each minor from 1.32 on
 # (hack/envtest/releases holds a module for each but the newest, hack/envtest's).
 TEST_VERSIONS ?= 1.32.13 1.33.13 1.34.4 1.35.4 1.36.3 1.37.2
+
+.PHONY: prebuild
+prebuild: ## Compile, running nothing, what make test-chart, make test-versions and make test-e2e build: kube-apiserver of each of TEST_VERSIONS, the tests' Flyte backend, the image's, the chart's and the end-to-end tests' packages. CI runs it beside make test-cluster.
+	for version in $(TEST_VERSIONS); do ENVTEST_K8S_VERSION=$$version hack/envtest-assets.sh >/dev/null; done
+	hack/flyte-testdata.sh backend >/dev/null
+	$(GO) -C hack/image vet ./...
+	$(GO) -C test/helm vet ./...
+	$(GO) vet ./test/e2e/...
 
 .PHONY: test-versions
 test-versions: kustomize ## Run the envtest suite and the chart's install, upgrade, uninstall against kube-apiserver of each Kubernetes version in TEST_VERSIONS (1.32 to 1.37); print one table (docs/COMPATIBILITY.md).
