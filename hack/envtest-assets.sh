@@ -53,6 +53,8 @@ log "setup-envtest could not download them (no internet?); building them from th
 log "this happens once and takes 4 to 12 minutes on 2 cores; the binaries are cached in $dir"
 minor=${K8S_VERSION#*.}
 minor=${minor%%.*}
+# Static, as Kubernetes releases kube-apiserver and etcd theirs: hack/cluster/build.sh
+# builds the node binaries of the same release so, and reuses every package compiled here.
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
 ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
@@ -64,11 +66,11 @@ trap 'kill $ticker 2>/dev/null; rm -rf "$tmp"' EXIT
 (
 	start=$SECONDS
 	log "[1/2] go build k8s.io/kubernetes/cmd/kube-apiserver (v$K8S_VERSION)"
-	go -C "$apiserver_module" build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+	CGO_ENABLED=0 go -C "$apiserver_module" build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 	log "[1/2] done in $((SECONDS - start))s"
 	start=$SECONDS
 	log "[2/2] go build etcd"
-	go -C "$here/envtest" build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd
+	CGO_ENABLED=0 go -C "$here/envtest" build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd
 	log "[2/2] done in $((SECONDS - start))s"
 ) >&2
 mkdir -p "$dir"

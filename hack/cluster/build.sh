@@ -27,13 +27,17 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s"
 ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
-k8s_bin() { build_cached "$here/k8s" "k8s.io/kubernetes/cmd/$1" "$cache/$2/$1" -trimpath -ldflags "$ldflags"; }
-kubelet=$(k8s_bin kubelet "kubelet-$k8s")
-scheduler=$(k8s_bin kube-scheduler "kube-scheduler-$k8s")
-controller=$(k8s_bin kube-controller-manager "kube-controller-manager-$k8s")
-# Static, as Kubernetes releases it: the launcher's init image (kubectl-delivery)
-# carries it into the job's image, and the host's tools run it too.
-kubectl=$(CGO_ENABLED=0 k8s_bin kubectl "kubectl-$k8s-static")
+# Static, as Kubernetes releases kube-apiserver, the scheduler, the controller-manager
+# and kubectl (its hack/lib/golang.sh), and the kubelet too (what its
+# KUBE_STATIC_OVERRIDES=kubelet does): built alike, the five and envtest's
+# kube-apiserver (hack/envtest-assets.sh, the cluster's API server) compile each
+# package they share once. kubectl must be: the launcher's init image
+# (kubectl-delivery) carries it into the job's image.
+k8s_bin() { CGO_ENABLED=0 build_cached "$here/k8s" "k8s.io/kubernetes/cmd/$1" "$cache/$1-$k8s-static/$1" -trimpath -ldflags "$ldflags"; }
+kubelet=$(k8s_bin kubelet)
+scheduler=$(k8s_bin kube-scheduler)
+controller=$(k8s_bin kube-controller-manager)
+kubectl=$(k8s_bin kubectl)
 # The images' programs are static: they run in images with no libc.
 images_key=$(cd "$here/images" && { go env GOVERSION; sha256sum go.mod go.sum ./*.go ./*/*.go; } | sha256sum | cut -c1-12)
 images_bin() { CGO_ENABLED=0 build_cached "$here/images" "./$1" "$cache/images-$images_key/$2" -trimpath -ldflags "-s -w"; }
