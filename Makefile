@@ -27,9 +27,9 @@ TRAINING_OPERATOR_V1_9_VERSION ?= v1.9.4
 GO ?= go
 # Every Go build and test that make runs compiles as the image's webhook does
 # (hack/image): static and -trimpath. The tests run the code that ships, and
-# one compile of each package serves the tests, the image and the tools.
-# make unit's race detector needs cgo and sets it. (The Kubernetes binaries
-# are static too: hack/envtest-assets.sh, hack/cluster/build.sh.)
+# one compile of each package serves the tests and the image. make unit's
+# race detector needs cgo and sets it. (The Kubernetes binaries are static
+# too: hack/envtest-assets.sh, hack/cluster/build.sh.)
 export CGO_ENABLED ?= 0
 export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
 SHELL = /usr/bin/env bash -o pipefail
