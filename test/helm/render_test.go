@@ -618,14 +618,7 @@ func TestRenderNeverBlocksADrain(t *testing.T) {
 // the block existed holds its values, and returns the copy's directory.
 func chartWithoutValues(t *testing.T, key string) string {
 	t.Helper()
-	src, err := ChartDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "flyte-mpi-webhook")
-	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
+	dir := copyChart(t)
 	chartValues, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
